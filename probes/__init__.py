@@ -1,0 +1,20 @@
+"""Correctness probes run against one checked-out revision of an attention backend."""
+
+from .api import Case, Outcome, Probe, ProbeContext, ProbeResult
+from .registry import all_probes, get_probe, register
+from .runner import CaseResult, run_case, run_probe, summarize
+
+__all__ = [
+    "Case",
+    "CaseResult",
+    "Outcome",
+    "Probe",
+    "ProbeContext",
+    "ProbeResult",
+    "all_probes",
+    "get_probe",
+    "register",
+    "run_case",
+    "run_probe",
+    "summarize",
+]

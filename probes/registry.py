@@ -1,0 +1,32 @@
+"""Probes by name: the built-in ones and any a user registers."""
+
+from __future__ import annotations
+
+from .api import Probe
+
+_PROBES: dict[str, Probe] = {}
+
+
+def register(probe: Probe) -> Probe:
+    if probe.name in _PROBES and _PROBES[probe.name] is not probe:
+        raise ValueError(f"a probe named {probe.name!r} is already registered")
+    _PROBES[probe.name] = probe
+    return probe
+
+
+def get_probe(name: str) -> Probe:
+    _load_builtins()
+    try:
+        return _PROBES[name]
+    except KeyError:
+        known = ", ".join(sorted(_PROBES))
+        raise KeyError(f"unknown probe {name!r}; known probes: {known}") from None
+
+
+def all_probes() -> list[Probe]:
+    _load_builtins()
+    return [_PROBES[name] for name in sorted(_PROBES)]
+
+
+def _load_builtins() -> None:
+    from . import builtin  # noqa: F401  (registers on import)

@@ -1,0 +1,73 @@
+"""Run a probe's cases against one revision, turning exceptions into outcomes."""
+
+from __future__ import annotations
+
+import traceback
+import zlib
+from dataclasses import dataclass, replace
+
+from .api import Case, Outcome, Probe, ProbeContext, ProbeResult
+from .loader import load_backend
+
+UNTESTABLE_PREFIX = "import error"
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    case: Case
+    result: ProbeResult
+
+
+def case_seed(ctx: ProbeContext, case: Case) -> int:
+    """A per-case seed derived from the context's, stable across processes."""
+    return zlib.crc32(f"{ctx.seed}:{case.id}".encode())
+
+
+def run_case(probe: Probe, case: Case, ctx: ProbeContext) -> ProbeResult:
+    """One case against the revision at ``ctx.root``; never raises for the revision's faults."""
+    if ctx.is_cuda and not _cuda_available():
+        return ProbeResult(Outcome.SKIP, detail="CUDA device requested but none is available")
+    if case.cuda_only and not ctx.is_cuda:
+        return ProbeResult(Outcome.SKIP, detail="case needs a CUDA device")
+    try:
+        backend = load_backend(ctx.root)
+    except Exception as exc:  # the revision's code does not import: untestable
+        return ProbeResult(
+            Outcome.ERROR, signature=f"{UNTESTABLE_PREFIX}: {type(exc).__name__}", detail=_last_lines(exc)
+        )
+    try:
+        return probe.check(backend, replace(ctx, seed=case_seed(ctx, case)), case.params)
+    except Exception as exc:
+        return ProbeResult(Outcome.ERROR, signature=f"probe raised {type(exc).__name__}", detail=_last_lines(exc))
+
+
+def run_probe(probe: Probe, ctx: ProbeContext, case_ids: list[str] | None = None) -> list[CaseResult]:
+    cases = probe.cases if case_ids is None else tuple(probe.case(c) for c in case_ids)
+    return [CaseResult(case, run_case(probe, case, ctx)) for case in cases]
+
+
+_PRECEDENCE = (Outcome.FAIL, Outcome.ERROR, Outcome.PASS, Outcome.SKIP)
+
+
+def summarize(results: list[CaseResult]) -> ProbeResult:
+    """One verdict for a probe: any failing case fails it; metrics are the worst over cases."""
+    if not results:
+        return ProbeResult(Outcome.SKIP, detail="no cases")
+    outcome = min((r.result.outcome for r in results), key=_PRECEDENCE.index)
+    metrics: dict[str, float] = {}
+    for r in results:
+        for key, value in r.result.metrics.items():
+            metrics[key] = max(metrics.get(key, value), value)
+    signatures = [r.result.signature for r in results if r.result.outcome is outcome and r.result.signature]
+    signature = "; ".join(dict.fromkeys(signatures)) or None
+    return ProbeResult(outcome, metrics, signature)
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _last_lines(exc: BaseException, lines: int = 6) -> str:
+    return "".join(traceback.format_exception(exc)[-lines:]).strip()

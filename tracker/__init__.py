@@ -1,0 +1,1 @@
+"""regtrack: regression tracking and bisect automation for GPU attention backends."""
