@@ -1,3 +1,3 @@
 """The built-in probes; importing this package registers them."""
 
-from . import target_verify_metadata  # noqa: F401
+from . import decode_graph_replay, swa_page_table, target_verify_attention, target_verify_metadata  # noqa: F401

@@ -1,0 +1,71 @@
+"""Target-verify attention output through the graph runner vs a higher-precision reference.
+
+This is the bug's consequence: with wrong metadata a replay computes attention of the wrong rows
+over the wrong KV, silently (no exception, no NaN). The output of every replay is compared with
+a reference computed straight from ``req_to_token`` (fp64 on the CPU, fp32 on the GPU).
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any, Mapping
+
+from ..api import Case, Outcome, Probe, ProbeContext, ProbeResult
+from ..checks import attention_metrics, attention_signature, attention_verdict, tolerance_for
+from ..registry import register
+from ..scenario import make_scenario
+
+PREFIXES = {
+    4: [[10, 37, 3, 100], [200, 1, 64, 15]],
+    3: [[17, 300, 64], [5, 129, 40]],
+}
+
+
+def _case(draft_tokens: int, tokens_per_req: int, bs: int, page: int, kernel: str = "auto") -> Case:
+    suffix = "" if kernel == "auto" else f"-{kernel}"
+    return Case(
+        f"N{draft_tokens}-T{tokens_per_req}-bs{bs}-p{page}{suffix}",
+        dict(draft_tokens=draft_tokens, tokens_per_req=tokens_per_req, bs=bs, page=page, kernel=kernel),
+        cuda_only=kernel != "auto",
+    )
+
+
+CASES = (
+    _case(4, 2, 4, 16),
+    _case(3, 5, 3, 64),
+    _case(4, 2, 4, 16, kernel="fa2"),
+    _case(3, 5, 3, 1, kernel="fa2"),
+)
+
+
+def check(bk: ModuleType, ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
+    T, bs = params["tokens_per_req"], params["bs"]
+    scn = make_scenario(
+        bk, ctx, page_size=params["page"], draft_tokens=params["draft_tokens"], kernel=params["kernel"]
+    )
+    mode = bk.ForwardMode.TARGET_VERIFY
+    runner = bk.GraphRunner(scn.backend, mode, [bs], T)
+    runner.capture()
+    tolerance = tolerance_for(ctx.dtype)
+    worst: dict[str, float] = {}
+    for seq_lens in PREFIXES[bs]:
+        kv_lens = [s + T for s in seq_lens]
+        req = scn.admit(kv_lens)
+        q = scn.random_q(bs * T)
+        out = runner.replay(req, scn.forward_batch(mode, req, seq_lens, T).seq_lens, q)
+        metrics = attention_metrics(out, scn.reference(req, kv_lens, q, T), tolerance)
+        worst = {k: max(worst.get(k, v), v) for k, v in metrics.items()}
+        scn.retire(req)
+    outcome = attention_verdict(worst, tolerance)
+    return ProbeResult(outcome, worst, signature=attention_signature(worst, tolerance))
+
+
+PROBE = register(
+    Probe(
+        name="target_verify_attention",
+        version=1,
+        description="target-verify attention output under graph replay vs an fp32/fp64 reference",
+        cases=CASES,
+        check=check,
+    )
+)
