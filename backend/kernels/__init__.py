@@ -10,14 +10,19 @@ from .base import AttentionKernel
 from .torch_paged import TorchPagedAttention
 
 WORKSPACE_BYTES = 128 << 20
+XQA_PAGE_SIZES = (16, 32, 64, 128)
 
 
 def resolve_kernel_name(config: BackendConfig, device: torch.device) -> str:
-    """``auto`` is XQA on CUDA and the torch kernel elsewhere; FlashInfer kernels need CUDA."""
+    """``auto``: XQA on CUDA where it supports the page size, else fa2; the torch kernel off CUDA."""
     if config.kernel == "auto":
-        return "xqa" if device.type == "cuda" else "torch"
+        if device.type != "cuda":
+            return "torch"
+        return "xqa" if config.page_size in XQA_PAGE_SIZES else "fa2"
     if config.kernel != "torch" and device.type != "cuda":
         raise ValueError(f"kernel {config.kernel!r} needs a CUDA device; use kernel='torch' on {device.type}")
+    if config.kernel == "xqa" and config.page_size not in XQA_PAGE_SIZES:
+        raise ValueError(f"XQA supports page sizes {XQA_PAGE_SIZES}, not {config.page_size}; use kernel='fa2'")
     return config.kernel
 
 
