@@ -10,7 +10,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any, Mapping
 
-from ..api import Case, Outcome, Probe, ProbeContext, ProbeResult
+from ..api import Case, Probe, ProbeContext, ProbeResult
 from ..checks import attention_metrics, attention_signature, attention_verdict, tolerance_for
 from ..registry import register
 from ..scenario import make_scenario
