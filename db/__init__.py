@@ -1,0 +1,1 @@
+"""Persistence: SQLAlchemy models, the store API and Alembic migrations."""

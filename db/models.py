@@ -1,0 +1,165 @@
+"""The schema: every probe execution is a row in ``runs``, never updated."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, ClassVar
+
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    Dialect,
+    Float,
+    ForeignKey,
+    Index,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC in and out, also on SQLite, which stores no offset."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value.isoformat()}; pass a timezone-aware one")
+        return value.astimezone(timezone.utc)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=timezone.utc)
+        return value.astimezone(timezone.utc)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(
+        naming_convention={
+            "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+            "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+            "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+            "pk": "pk_%(table_name)s",
+        }
+    )
+    type_annotation_map: ClassVar[dict[Any, Any]] = {datetime: UTCDateTime, dict[str, Any]: JSON}
+
+
+class Repository(Base):
+    __tablename__ = "repositories"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    path: Mapped[str] = mapped_column(Text, unique=True)
+    name: Mapped[str] = mapped_column(String(255))
+
+
+class Commit(Base):
+    __tablename__ = "commits"
+    __table_args__ = (UniqueConstraint("repository_id", "sha"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    repository_id: Mapped[int] = mapped_column(ForeignKey("repositories.id"))
+    sha: Mapped[str] = mapped_column(String(64))
+    parents: Mapped[str] = mapped_column(Text)
+    subject: Mapped[str] = mapped_column(Text)
+    author: Mapped[str] = mapped_column(Text)
+    authored_at: Mapped[datetime]
+    pr_number: Mapped[int | None]
+    reverts_sha: Mapped[str | None] = mapped_column(String(64))
+
+
+class TargetTree(Base):
+    """The tree hash of a target's paths at a commit; ``paths_key`` names the set of paths."""
+
+    __tablename__ = "target_trees"
+
+    commit_id: Mapped[int] = mapped_column(ForeignKey("commits.id"), primary_key=True)
+    paths_key: Mapped[str] = mapped_column(Text, primary_key=True)
+    tree_hash: Mapped[str] = mapped_column(String(64), index=True)
+
+
+class Environment(Base):
+    __tablename__ = "environments"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    fingerprint: Mapped[str] = mapped_column(String(16), unique=True)
+    device: Mapped[str] = mapped_column(String(64))
+    gpu_name: Mapped[str | None] = mapped_column(String(255))
+    compute_capability: Mapped[str | None] = mapped_column(String(16))
+    driver: Mapped[str | None] = mapped_column(String(64))
+    cuda: Mapped[str | None] = mapped_column(String(64))
+    torch: Mapped[str | None] = mapped_column(String(64))
+    flashinfer: Mapped[str | None] = mapped_column(String(64))
+    python: Mapped[str | None] = mapped_column(String(64))
+    host: Mapped[str | None] = mapped_column(String(255))
+
+
+class ProbeVersion(Base):
+    __tablename__ = "probe_versions"
+    __table_args__ = (UniqueConstraint("name", "version", "code_hash"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(255))
+    version: Mapped[int]
+    code_hash: Mapped[str] = mapped_column(String(64))
+
+
+class BisectSession(Base):
+    __tablename__ = "bisect_sessions"
+    __table_args__ = (Index(None, "repository_id", "target", "probe_id", "status"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    repository_id: Mapped[int] = mapped_column(ForeignKey("repositories.id"))
+    target: Mapped[str] = mapped_column(String(255))
+    probe_id: Mapped[int] = mapped_column(ForeignKey("probe_versions.id"))
+    good_sha: Mapped[str] = mapped_column(String(64))
+    bad_sha: Mapped[str] = mapped_column(String(64))
+    strategy: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16))
+    started_at: Mapped[datetime]
+    finished_at: Mapped[datetime | None]
+    result: Mapped[dict[str, Any] | None]
+
+
+class BisectStep(Base):
+    __tablename__ = "bisect_steps"
+    __table_args__ = (UniqueConstraint("session_id", "position"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    session_id: Mapped[int] = mapped_column(ForeignKey("bisect_sessions.id"))
+    position: Mapped[int]
+    sha: Mapped[str] = mapped_column(String(64))
+    verdict: Mapped[str] = mapped_column(String(16))
+    reused: Mapped[bool]
+    created_at: Mapped[datetime]
+
+
+class Run(Base):
+    __tablename__ = "runs"
+    __table_args__ = (Index(None, "tree_hash", "probe_id", "environment_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    commit_id: Mapped[int] = mapped_column(ForeignKey("commits.id"), index=True)
+    tree_hash: Mapped[str] = mapped_column(String(64))
+    environment_id: Mapped[int] = mapped_column(ForeignKey("environments.id"))
+    probe_id: Mapped[int] = mapped_column(ForeignKey("probe_versions.id"))
+    case_id: Mapped[str] = mapped_column(String(255))
+    outcome: Mapped[str] = mapped_column(String(16))
+    metrics: Mapped[dict[str, Any]]
+    signature: Mapped[str | None] = mapped_column(Text)
+    detail: Mapped[str] = mapped_column(Text)
+    duration_s: Mapped[float] = mapped_column(Float)
+    started_at: Mapped[datetime]
+    attempt: Mapped[int]
+    seed: Mapped[int]
+    trigger: Mapped[str] = mapped_column(String(16))
+    session_id: Mapped[int | None] = mapped_column(ForeignKey("bisect_sessions.id"))

@@ -1,0 +1,564 @@
+"""The store: the one way results get into and out of the database.
+
+Every method runs in its own transaction; on SQLite, writers take the lock up front
+(``BEGIN IMMEDIATE``) so that a busy database waits, then fails whole, never half-written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, Engine, create_engine, event, func, insert, select, update
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.orm import Session
+
+from db.models import (
+    BisectSession,
+    BisectStep,
+    Commit,
+    Environment,
+    ProbeVersion,
+    Repository,
+    Run,
+    TargetTree,
+)
+from db.paths import default_db_url
+from probes.api import Outcome
+from tracker.errors import UsageError
+
+Verdict = Literal["good", "bad", "skip"]
+SessionStatus = Literal["running", "done", "failed"]
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    sha: str
+    parents: tuple[str, ...]
+    subject: str
+    author: str
+    authored_at: datetime
+    pr_number: int | None = None
+    reverts_sha: str | None = None
+
+
+@dataclass(frozen=True)
+class EnvironmentInfo:
+    device: str
+    gpu_name: str | None = None
+    compute_capability: str | None = None
+    driver: str | None = None
+    cuda: str | None = None
+    torch: str | None = None
+    flashinfer: str | None = None
+    python: str | None = None
+    host: str | None = None
+
+    @property
+    def fingerprint(self) -> str:
+        """Identifies the software and hardware stack; machines with the same stack share it."""
+        fields = {name: value for name, value in asdict(self).items() if name != "host"}
+        return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    repo_id: int
+    sha: str
+    tree_hash: str
+    environment_id: int
+    probe_id: int
+    case_id: str
+    outcome: Outcome
+    metrics: dict[str, Any]
+    signature: str | None
+    detail: str
+    duration_s: float
+    started_at: datetime
+    attempt: int
+    seed: int
+    trigger: str
+    session_id: int | None = None
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    id: int
+    sha: str
+    tree_hash: str
+    case_id: str
+    outcome: Outcome
+    metrics: dict[str, Any]
+    signature: str | None
+    duration_s: float
+    started_at: datetime
+    attempt: int
+    seed: int
+    trigger: str
+    session_id: int | None
+
+
+@dataclass(frozen=True)
+class RunRow(StoredRun):
+    probe_name: str
+    probe_version: int
+    subject: str
+    pr_number: int | None
+    fingerprint: str
+    gpu_name: str | None
+    detail: str
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    id: int
+    repo_id: int
+    target: str
+    probe_id: int
+    good_sha: str
+    bad_sha: str
+    strategy: str
+    status: str
+    started_at: datetime
+    finished_at: datetime | None
+    result: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class StepRow:
+    position: int
+    sha: str
+    verdict: str
+    reused: bool
+    created_at: datetime
+
+
+def upgrade(url: str | None = None, *, busy_timeout_ms: int = 5000) -> None:
+    """Migrate the database at ``url`` (default: ``db.paths.default_db_url()``) to the newest schema."""
+    Store.open(url, busy_timeout_ms=busy_timeout_ms).close()
+
+
+class Store:
+    def __init__(self, engine: Engine, where: str) -> None:
+        self._engine = engine
+        self._writer = engine.execution_options(regtrack_write=True)
+        self.where = where
+
+    @classmethod
+    def open(cls, url: str | None = None, *, busy_timeout_ms: int = 5000) -> Store:
+        engine, where = _connect(url or default_db_url(), busy_timeout_ms)
+        try:
+            with _translated(where):
+                _upgrade(engine, where)
+        except BaseException:
+            engine.dispose()
+            raise
+        return cls(engine, where)
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def repository(self, path: Path) -> int:
+        resolved = path.resolve()
+        with self._writing() as session:
+            found = session.scalar(select(Repository.id).where(Repository.path == str(resolved)))
+            if found is not None:
+                return found
+            return _added(session, Repository(path=str(resolved), name=resolved.name))
+
+    def record_commits(self, repo_id: int, infos: list[CommitInfo]) -> None:
+        """Insert new commits and refresh the metadata of known ones."""
+        rows = {info.sha: _commit_values(repo_id, info) for info in infos}
+        with self._writing() as session:
+            known = _commit_ids(session, repo_id, list(rows))
+            new = [row for sha, row in rows.items() if sha not in known]
+            old = [{**row, "id": known[sha]} for sha, row in rows.items() if sha in known]
+            if new:
+                session.execute(insert(Commit), new)
+            if old:
+                session.execute(update(Commit), old)
+
+    def record_tree(self, repo_id: int, sha: str, paths_key: str, tree_hash: str) -> None:
+        with self._writing() as session:
+            commit_id = _commit_id(session, repo_id, sha)
+            session.merge(TargetTree(commit_id=commit_id, paths_key=paths_key, tree_hash=tree_hash))
+
+    def tree_hash(self, repo_id: int, sha: str, paths_key: str) -> str | None:
+        query = (
+            select(TargetTree.tree_hash)
+            .join(Commit, TargetTree.commit_id == Commit.id)
+            .where(Commit.repository_id == repo_id, Commit.sha == sha, TargetTree.paths_key == paths_key)
+        )
+        with self._reading() as session:
+            return session.scalar(query)
+
+    def environment(self, env: EnvironmentInfo) -> int:
+        fingerprint = env.fingerprint
+        with self._writing() as session:
+            found = session.scalar(select(Environment.id).where(Environment.fingerprint == fingerprint))
+            if found is not None:
+                return found
+            return _added(session, Environment(fingerprint=fingerprint, **asdict(env)))
+
+    def probe_version(self, name: str, version: int, code_hash: str) -> int:
+        key = {"name": name, "version": version, "code_hash": code_hash}
+        with self._writing() as session:
+            found = session.scalar(select(ProbeVersion.id).filter_by(**key))
+            if found is not None:
+                return found
+            return _added(session, ProbeVersion(**key))
+
+    def add_run(self, run: RunRecord) -> int:
+        values = asdict(run)
+        del values["repo_id"], values["sha"]
+        values["outcome"] = Outcome(run.outcome).value
+        with self._writing() as session:
+            return _added(session, Run(commit_id=_commit_id(session, run.repo_id, run.sha), **values))
+
+    def runs_for_tree(self, tree_hash: str, probe_id: int, environment_id: int) -> list[StoredRun]:
+        """Every stored run of this tree, probe version and environment, whichever commit it was run at."""
+        query = (
+            select(Run, Commit.sha)
+            .join(Commit, Run.commit_id == Commit.id)
+            .where(Run.tree_hash == tree_hash, Run.probe_id == probe_id, Run.environment_id == environment_id)
+            .order_by(Run.id)
+        )
+        with self._reading() as session:
+            return [StoredRun(**_stored_fields(run, sha)) for run, sha in session.execute(query)]
+
+    def runs(
+        self,
+        repo_id: int | None = None,
+        probe: str | None = None,
+        shas: list[str] | None = None,
+        outcome: Outcome | str | None = None,
+        limit: int | None = None,
+    ) -> list[RunRow]:
+        """Stored runs, newest first, filtered by repository, probe name, commits and outcome."""
+        query = (
+            select(Run, Commit, ProbeVersion, Environment)
+            .join(Commit, Run.commit_id == Commit.id)
+            .join(ProbeVersion, Run.probe_id == ProbeVersion.id)
+            .join(Environment, Run.environment_id == Environment.id)
+            .order_by(Run.id.desc())
+            .limit(limit)
+        )
+        if repo_id is not None:
+            query = query.where(Commit.repository_id == repo_id)
+        if probe is not None:
+            query = query.where(ProbeVersion.name == probe)
+        if shas is not None:
+            query = query.where(Commit.sha.in_(shas))
+        if outcome is not None:
+            query = query.where(Run.outcome == Outcome(outcome).value)
+        with self._reading() as session:
+            return [
+                RunRow(
+                    **_stored_fields(run, commit.sha),
+                    probe_name=probe_row.name,
+                    probe_version=probe_row.version,
+                    subject=commit.subject,
+                    pr_number=commit.pr_number,
+                    fingerprint=env.fingerprint,
+                    gpu_name=env.gpu_name,
+                    detail=run.detail,
+                )
+                for run, commit, probe_row, env in session.execute(query)
+            ]
+
+    def commit(self, repo_id: int, sha: str) -> CommitInfo | None:
+        with self._reading() as session:
+            row = session.scalar(select(Commit).where(Commit.repository_id == repo_id, Commit.sha == sha))
+            if row is None:
+                return None
+            return CommitInfo(
+                sha=row.sha,
+                parents=tuple(row.parents.split()),
+                subject=row.subject,
+                author=row.author,
+                authored_at=row.authored_at,
+                pr_number=row.pr_number,
+                reverts_sha=row.reverts_sha,
+            )
+
+    def start_session(
+        self, repo_id: int, target: str, probe_id: int, good_sha: str, bad_sha: str, strategy: str
+    ) -> int:
+        row = BisectSession(
+            repository_id=repo_id,
+            target=target,
+            probe_id=probe_id,
+            good_sha=good_sha,
+            bad_sha=bad_sha,
+            strategy=strategy,
+            status="running",
+            started_at=_now(),
+        )
+        with self._writing() as session:
+            return _added(session, row)
+
+    def add_step(self, session_id: int, sha: str, verdict: Verdict, reused: bool) -> None:
+        with self._writing() as session:
+            position = session.scalar(select(func.count()).where(BisectStep.session_id == session_id))
+            session.add(
+                BisectStep(
+                    session_id=session_id,
+                    position=position,
+                    sha=sha,
+                    verdict=verdict,
+                    reused=reused,
+                    created_at=_now(),
+                )
+            )
+
+    def steps(self, session_id: int) -> list[StepRow]:
+        query = select(BisectStep).where(BisectStep.session_id == session_id).order_by(BisectStep.position)
+        with self._reading() as session:
+            return [
+                StepRow(
+                    position=s.position,
+                    sha=s.sha,
+                    verdict=s.verdict,
+                    reused=s.reused,
+                    created_at=s.created_at,
+                )
+                for s in session.scalars(query)
+            ]
+
+    def finish_session(self, session_id: int, status: SessionStatus, result: dict[str, Any]) -> None:
+        with self._writing() as session:
+            row = _bisect_session(session, session_id)
+            row.status = status
+            row.finished_at = _now()
+            row.result = result
+
+    def session(self, session_id: int) -> SessionRow:
+        with self._reading() as session:
+            return _session_row(_bisect_session(session, session_id))
+
+    def open_sessions(self, repo_id: int, target: str, probe_id: int) -> list[SessionRow]:
+        """Unfinished bisect sessions, newest first."""
+        query = (
+            select(BisectSession)
+            .where(
+                BisectSession.repository_id == repo_id,
+                BisectSession.target == target,
+                BisectSession.probe_id == probe_id,
+                BisectSession.status == "running",
+            )
+            .order_by(BisectSession.id.desc())
+        )
+        with self._reading() as session:
+            return [_session_row(row) for row in session.scalars(query)]
+
+    @contextmanager
+    def _reading(self) -> Iterator[Session]:
+        with _translated(self.where), Session(self._engine) as session:
+            yield session
+
+    @contextmanager
+    def _writing(self) -> Iterator[Session]:
+        with (
+            _translated(self.where),
+            Session(self._writer, expire_on_commit=False) as session,
+            session.begin(),
+        ):
+            yield session
+
+
+def _connect(url: str, busy_timeout_ms: int) -> tuple[Engine, str]:
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise UsageError(f"invalid database URL {url!r}; use e.g. sqlite:////abs/path/regtrack.db") from None
+    where = _where(parsed)
+    if parsed.get_backend_name() == "sqlite":
+        _make_parent(parsed, where)
+    try:
+        engine = create_engine(parsed)
+    except (ArgumentError, ImportError) as exc:
+        raise UsageError(
+            f"cannot use database {where} ({exc}); install its driver or fix REGTRACK_DB_URL"
+        ) from None
+    if parsed.get_backend_name() == "sqlite":
+        _configure_sqlite(engine, busy_timeout_ms)
+    return engine, where
+
+
+def _where(url: URL) -> str:
+    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+        return str(url.database)
+    return url.render_as_string(hide_password=True)
+
+
+def _make_parent(url: URL, where: str) -> None:
+    if url.database in (None, "", ":memory:"):
+        return
+    parent = Path(url.database).parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot create directory {parent} for database {where} ({exc.strerror}); "
+            "create it or set REGTRACK_DB_URL to a writable location"
+        ) from None
+
+
+def _configure_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
+    """WAL, a busy timeout, foreign keys, and transactions that SQLAlchemy (not sqlite3) begins."""
+
+    @event.listens_for(engine, "connect")
+    def on_connect(dbapi_connection: Any, _record: object) -> None:
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        cursor.execute("PRAGMA foreign_keys = ON")
+        _switch_to_wal(cursor, busy_timeout_ms)
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def on_begin(connection: Connection) -> None:
+        write = connection.get_execution_options().get("regtrack_write", False)
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def _switch_to_wal(cursor: Any, busy_timeout_ms: int) -> None:
+    """WAL is a property of the file, set by the first connection. Switching needs the file to
+    itself and SQLite's busy handler does not wait for that, so concurrent first opens retry; an
+    in-memory database stays in memory mode."""
+    deadline = time.monotonic() + busy_timeout_ms / 1000
+    while True:
+        try:
+            mode = cursor.execute("PRAGMA journal_mode = WAL").fetchone()[0].lower()
+        except sqlite3.OperationalError:
+            mode = "busy"
+        if mode in ("wal", "memory") or time.monotonic() > deadline:
+            return
+        time.sleep(0.01)
+
+
+def _upgrade(engine: Engine, where: str) -> None:
+    """Migrate to head; a database already at head is only read."""
+    config = Config()
+    config.set_main_option("script_location", "db:migrations")
+    script = ScriptDirectory.from_config(config)
+    with engine.connect() as connection:
+        current = MigrationContext.configure(connection).get_current_revision()
+    if current == script.get_current_head():
+        return
+    if current is not None and current not in {rev.revision for rev in script.walk_revisions()}:
+        raise UsageError(
+            f"database {where} has schema revision {current!r}, unknown to this regtrack; "
+            "upgrade regtrack or set REGTRACK_DB_URL to another database"
+        )
+    with engine.execution_options(regtrack_write=True).begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "head")
+
+
+@contextmanager
+def _translated(where: str) -> Iterator[None]:
+    try:
+        yield
+    except OperationalError as exc:
+        raise UsageError(_explain(exc, where)) from exc
+
+
+def _explain(exc: OperationalError, where: str) -> str:
+    reason = (str(exc.orig) or type(exc.orig).__name__).splitlines()[0]
+    if "locked" in reason:
+        return f"database {where} is locked by another process; wait for it to finish or set REGTRACK_DB_URL to another file"
+    if "unable to open" in reason or "readonly" in reason:
+        return f"database {where} cannot be written ({reason}); fix its permissions or set REGTRACK_DB_URL to a writable file"
+    return f"database {where} cannot be used ({reason}); check it or set REGTRACK_DB_URL to another database"
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _added(session: Session, row: Repository | Environment | ProbeVersion | Run | BisectSession) -> int:
+    session.add(row)
+    session.flush()
+    return row.id
+
+
+def _commit_values(repo_id: int, info: CommitInfo) -> dict[str, Any]:
+    return {**asdict(info), "repository_id": repo_id, "parents": " ".join(info.parents)}
+
+
+def _commit_ids(session: Session, repo_id: int, shas: list[str], chunk: int = 500) -> dict[str, int]:
+    ids: dict[str, int] = {}
+    for start in range(0, len(shas), chunk):
+        query = select(Commit.sha, Commit.id).where(
+            Commit.repository_id == repo_id, Commit.sha.in_(shas[start : start + chunk])
+        )
+        ids.update(session.execute(query).all())
+    return ids
+
+
+def _commit_id(session: Session, repo_id: int, sha: str) -> int:
+    found = session.scalar(select(Commit.id).where(Commit.repository_id == repo_id, Commit.sha == sha))
+    if found is None:
+        raise LookupError(f"commit {sha} of repository {repo_id} is not recorded; record_commits it first")
+    return found
+
+
+def _stored_fields(run: Run, sha: str) -> dict[str, Any]:
+    return {
+        "id": run.id,
+        "sha": sha,
+        "tree_hash": run.tree_hash,
+        "case_id": run.case_id,
+        "outcome": Outcome(run.outcome),
+        "metrics": run.metrics,
+        "signature": run.signature,
+        "duration_s": run.duration_s,
+        "started_at": run.started_at,
+        "attempt": run.attempt,
+        "seed": run.seed,
+        "trigger": run.trigger,
+        "session_id": run.session_id,
+    }
+
+
+def _bisect_session(session: Session, session_id: int) -> BisectSession:
+    row = session.get(BisectSession, session_id)
+    if row is None:
+        raise LookupError(f"no bisect session {session_id}")
+    return row
+
+
+def _session_row(row: BisectSession) -> SessionRow:
+    return SessionRow(
+        id=row.id,
+        repo_id=row.repository_id,
+        target=row.target,
+        probe_id=row.probe_id,
+        good_sha=row.good_sha,
+        bad_sha=row.bad_sha,
+        strategy=row.strategy,
+        status=row.status,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+        result=row.result,
+    )
