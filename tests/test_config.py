@@ -1,0 +1,182 @@
+"""Config discovery and validation on real directories and repositories."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from gitrepo import GitRepo
+
+from probes.registry import all_probes
+from tracker.config import Config, Target, load_config, normalise_paths
+from tracker.errors import UsageError
+
+ALL_PROBES = tuple(probe.name for probe in all_probes())
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> GitRepo:
+    repo = GitRepo(tmp_path / "work")
+    repo.commit("Initial", {"backend/__init__.py": "", "engine/server.py": "PORT = 1\n"})
+    return repo
+
+
+def usage_error(start: Path, repo_override: Path | None = None) -> str:
+    with pytest.raises(UsageError) as caught:
+        load_config(start, repo_override)
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
+def test_no_config_is_one_default_target_at_the_git_top_level(repo: GitRepo) -> None:
+    (repo.path / "engine" / "deep").mkdir()
+    config = load_config(repo.path / "engine" / "deep", None)
+    assert config.db_url is None
+    assert config.source is None
+    target = config.target(None)
+    assert target == Target("default", repo.path.resolve(), ("backend",), ALL_PROBES, "main")
+    assert config.target("default") is target
+
+
+def test_no_config_with_repo_override(repo: GitRepo, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    assert load_config(elsewhere, repo.path).target(None).repo == repo.path.resolve()
+
+
+def test_no_config_outside_any_repository(tmp_path: Path) -> None:
+    message = usage_error(tmp_path)
+    assert str(tmp_path) in message
+    assert "--repo PATH" in message
+
+
+def test_regtrack_toml_found_from_a_subdirectory(repo: GitRepo) -> None:
+    (repo.path / "regtrack.toml").write_text(
+        'db_url = "sqlite:///x.db"\n'
+        "[targets.backend]\n"
+        'repo = "."\n'
+        'paths = ["./backend/", "engine"]\n'
+        'probes = ["target_verify_metadata"]\n'
+        'branch = "trunk"\n'
+    )
+    config = load_config(repo.path / "engine", None)
+    assert config.source == (repo.path / "regtrack.toml").resolve()
+    assert config.db_url == "sqlite:///x.db"
+    assert config.target(None) == Target(
+        "backend", repo.path.resolve(), ("backend", "engine"), ("target_verify_metadata",), "trunk"
+    )
+
+
+def test_tool_regtrack_in_pyproject(repo: GitRepo, tmp_path: Path) -> None:
+    other = GitRepo(tmp_path / "other")
+    (repo.path / "pyproject.toml").write_text(
+        '[project]\nname = "x"\n\n[tool.regtrack.targets.kernels]\nrepo = "../other"\n'
+    )
+    config = load_config(repo.path / "backend", None)
+    assert config.source == (repo.path / "pyproject.toml").resolve()
+    target = config.target("kernels")
+    assert target.repo == other.path.resolve()
+    assert target.paths == ("backend",)
+    assert target.probes == ALL_PROBES
+
+
+def test_pyproject_without_the_section_is_passed_over(repo: GitRepo) -> None:
+    (repo.path / "pyproject.toml").write_text('[project]\nname = "x"\n')
+    assert load_config(repo.path, None).source is None
+
+
+def test_regtrack_toml_wins_over_pyproject_and_the_nearest_directory_wins(repo: GitRepo, tmp_path: Path) -> None:
+    (repo.path / "pyproject.toml").write_text('[tool.regtrack.targets.outer]\nrepo = "."\n')
+    (repo.path / "regtrack.toml").write_text('[targets.top]\nrepo = "."\n')
+    assert set(load_config(repo.path, None).targets) == {"top"}
+    (repo.path / "engine" / "regtrack.toml").write_text('[targets.inner]\nrepo = ".."\n')
+    config = load_config(repo.path / "engine", None)
+    assert set(config.targets) == {"inner"}
+    assert config.target(None).repo == repo.path.resolve()
+
+
+def test_search_stops_at_the_git_top_level(repo: GitRepo, tmp_path: Path) -> None:
+    (tmp_path / "regtrack.toml").write_text('[targets.outside]\nrepo = "work"\n')
+    assert load_config(repo.path, None).source is None
+    assert load_config(tmp_path, None).source == (tmp_path / "regtrack.toml").resolve()
+
+
+def test_repo_override_wins_over_the_config(repo: GitRepo, tmp_path: Path) -> None:
+    other = GitRepo(tmp_path / "other")
+    (repo.path / "regtrack.toml").write_text('[targets.a]\nrepo = "."\n[targets.b]\npaths = ["src"]\n')
+    config = load_config(repo.path, other.path)
+    assert {target.repo for target in config.targets.values()} == {other.path.resolve()}
+    assert config.target("b").paths == ("src",)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("[targets.a\nrepo = '.'\n", "is not valid TOML"),
+        ('colour = "red"\n[targets.a]\nrepo = "."\n', "unknown key colour"),
+        ('[targets.a]\nrepo = "."\nprobe = ["x"]\n', "unknown key targets.a.probe"),
+        (
+            '[targets.a]\nrepo = "."\nprobes = ["no_such_probe"]\n',
+            "targets.a.probes names unknown probe 'no_such_probe'",
+        ),
+        ('[targets.a]\nrepo = "."\nprobes = []\n', "targets.a.probes is empty"),
+        ('[targets.a]\nrepo = "."\npaths = "backend"\n', "targets.a.paths must be a list of strings"),
+        ('[targets.a]\nrepo = "."\npaths = ["../up"]\n', "targets.a.paths '../up' is not a path inside"),
+        ('[targets.a]\nrepo = "."\npaths = []\n', "targets.a.paths needs at least one path"),
+        ("[targets.a]\nrepo = 3\n", "targets.a.repo must be a path string"),
+        ('[targets.a]\nbranch = "main"\n', "targets.a.repo is missing"),
+        ('[targets.a]\nrepo = "."\nbranch = 1\n', "targets.a.branch must be a branch name"),
+        ('db_url = 5\n[targets.a]\nrepo = "."\n', "db_url must be a string"),
+        ('db_url = "sqlite://"\n', "targets is missing"),
+        ("targets = 3\n", "targets is missing"),
+        ("targets = {a = 1}\n", "targets.a must be a table"),
+    ],
+)
+def test_bad_regtrack_toml(repo: GitRepo, text: str, expected: str) -> None:
+    file = repo.path / "regtrack.toml"
+    file.write_text(text)
+    message = usage_error(repo.path / "engine")
+    assert message.startswith(str(file.resolve()))
+    assert expected in message
+
+
+def test_unknown_probe_lists_the_known_ones(repo: GitRepo) -> None:
+    (repo.path / "regtrack.toml").write_text('[targets.a]\nrepo = "."\nprobes = ["target_verify_metadata", "nope"]\n')
+    message = usage_error(repo.path)
+    assert "'nope'" in message
+    assert all(name in message for name in ALL_PROBES)
+
+
+def test_bad_pyproject_section_names_the_full_key(repo: GitRepo) -> None:
+    file = repo.path / "pyproject.toml"
+    file.write_text('[tool.regtrack]\n[tool.regtrack.targets.a]\nrepo = "."\nextra = 1\n')
+    message = usage_error(repo.path)
+    assert message.startswith(str(file.resolve()))
+    assert "unknown key tool.regtrack.targets.a.extra" in message
+
+
+def test_malformed_pyproject_is_reported(repo: GitRepo) -> None:
+    (repo.path / "pyproject.toml").write_text("[project\n")
+    message = usage_error(repo.path)
+    assert "pyproject.toml is not valid TOML" in message
+    assert "line 1" in message
+
+
+def test_choosing_a_target(tmp_path: Path) -> None:
+    one = Target("x", tmp_path)
+    two = Target("y", tmp_path)
+    assert Config({"x": one}, None).target(None) is one
+    assert Config({"x": one, "default": two}, None).target(None) is two
+    several = Config({"x": one, "y": two}, None, source=tmp_path / "regtrack.toml")
+    with pytest.raises(UsageError, match=r"defines several targets \(x, y\); pick one with --target NAME"):
+        several.target(None)
+    with pytest.raises(UsageError, match=r"unknown target 'z' in .*regtrack.toml; known targets: x, y"):
+        several.target("z")
+
+
+def test_normalise_paths() -> None:
+    assert normalise_paths(["./backend/", "docs", "backend", "."]) == (".", "backend", "docs")
+    for bad in (["/abs"], ["a/../.."], [""], []):
+        with pytest.raises(ValueError):
+            normalise_paths(bad)

@@ -1,0 +1,209 @@
+"""Snapshots of real repositories: contents, sharing by tree, atomicity, gc, and the user's checkout untouched."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from gitrepo import GitRepo
+
+from tracker.demo_bugs import read_tree
+from tracker.demo_history import backend_root, build_demo_history
+from tracker.errors import UsageError
+from tracker.revisions import Repo
+from tracker.snapshots import TEMP_PREFIX, SnapshotCache
+
+BACKEND = ("backend",)
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> GitRepo:
+    repo = GitRepo(tmp_path / "work")
+    repo.commit("one", {"backend/__init__.py": "", "backend/a.py": "a = 1\n", "docs/x.md": "x\n"})
+    repo.write({"backend/a.py": "a = 2\n", "backend/run.sh": "#!/bin/sh\n"})
+    os.chmod(repo.path / "backend" / "run.sh", 0o755)
+    repo.commit("two")
+    repo.commit("three", {"docs/x.md": "y\n"})
+    return repo
+
+
+def files_under(root: Path) -> dict[str, str]:
+    return {str(path.relative_to(root)): path.read_text() for path in sorted(root.rglob("*")) if path.is_file()}
+
+
+def checkout_state(work: GitRepo) -> tuple[object, ...]:
+    """The index first, then git's view without its optional index refresh, then the files themselves."""
+    index = work.path / ".git" / "index"
+    return (
+        index.read_bytes(),
+        index.stat().st_mtime_ns,
+        work.git("--no-optional-locks", "status", "--porcelain", "--untracked-files=all"),
+        work.head(),
+        work.git("symbolic-ref", "HEAD"),
+        files_under(work.path / "backend"),
+        (work.path / ".git" / "HEAD").read_bytes(),
+    )
+
+
+def leftovers(cache: SnapshotCache) -> list[str]:
+    return [entry.name for entry in cache.root.iterdir() if entry.name.startswith(TEMP_PREFIX)]
+
+
+def test_materialise_holds_the_target_paths_of_that_commit(work: GitRepo, tmp_path: Path) -> None:
+    cache = SnapshotCache(tmp_path / "cache")
+    repo = Repo(work.path)
+    first = cache.materialise(repo, "HEAD~2", BACKEND)
+    assert first.parent == cache.root
+    assert files_under(first) == {"backend/__init__.py": "", "backend/a.py": "a = 1\n"}
+    latest = cache.materialise(repo, "HEAD", BACKEND)
+    assert files_under(latest) == {
+        "backend/__init__.py": "",
+        "backend/a.py": "a = 2\n",
+        "backend/run.sh": "#!/bin/sh\n",
+    }
+    assert os.access(latest / "backend" / "run.sh", os.X_OK)
+    both = cache.materialise(repo, "HEAD", ("docs", "backend"))
+    assert set(files_under(both)) == {"backend/__init__.py", "backend/a.py", "backend/run.sh", "docs/x.md"}
+    assert len({first, latest, both}) == 3
+    assert leftovers(cache) == []
+
+
+def test_commits_with_the_same_target_tree_share_a_snapshot(work: GitRepo, tmp_path: Path) -> None:
+    cache = SnapshotCache(tmp_path / "cache")
+    repo = Repo(work.path)
+    older = cache.materialise(repo, "HEAD~1", BACKEND)
+    inode = older.stat().st_ino
+    (older / "backend" / "marker").write_text("built once")
+    newer = cache.materialise(repo, "HEAD", BACKEND)
+    assert newer == older and newer.stat().st_ino == inode
+    assert (newer / "backend" / "marker").read_text() == "built once"
+    assert older.name.startswith(repo.tree_hash("HEAD", BACKEND))
+    assert len(cache.snapshots()) == 1
+
+
+def test_the_same_tree_under_other_paths_is_another_snapshot(tmp_path: Path) -> None:
+    work = GitRepo(tmp_path / "work")
+    work.commit("twins", {"backend/a.py": "same\n", "vendor/a.py": "same\n"})
+    repo = Repo(work.path)
+    assert repo.tree_hash("HEAD", ("backend",)) == repo.tree_hash("HEAD", ("vendor",))
+    cache = SnapshotCache(tmp_path / "cache")
+    backend, vendor = cache.materialise(repo, "HEAD", ("backend",)), cache.materialise(repo, "HEAD", ("vendor",))
+    assert backend != vendor
+    assert files_under(backend) == {"backend/a.py": "same\n"}
+    assert files_under(vendor) == {"vendor/a.py": "same\n"}
+
+
+def test_missing_paths_are_left_out(work: GitRepo, tmp_path: Path) -> None:
+    cache = SnapshotCache(tmp_path / "cache")
+    repo = Repo(work.path)
+    partial = cache.materialise(repo, "HEAD", ("backend", "src"))
+    assert set(files_under(partial)) == {"backend/__init__.py", "backend/a.py", "backend/run.sh"}
+    nothing = cache.materialise(repo, "HEAD", ("src",))
+    assert nothing.is_dir() and list(nothing.iterdir()) == []
+
+
+def test_unknown_revision(work: GitRepo, tmp_path: Path) -> None:
+    cache = SnapshotCache(tmp_path / "cache")
+    with pytest.raises(UsageError, match="unknown revision 'nope'"):
+        cache.materialise(Repo(work.path), "nope", BACKEND)
+    assert cache.snapshots() == []
+
+
+def test_the_users_checkout_is_untouched(work: GitRepo, tmp_path: Path) -> None:
+    work.write({"backend/a.py": "a = 'uncommitted'\n", "backend/new.py": "untracked\n"})
+    work.git("add", "backend/new.py")
+    work.write({"backend/new.py": "untracked, then changed\n"})
+    before = checkout_state(work)
+    cache = SnapshotCache(tmp_path / "cache")
+    repo = Repo(work.path)
+    for rev in ("HEAD~2", "HEAD~1", "HEAD", "HEAD~2"):
+        cache.materialise(repo, rev, BACKEND)
+    cache.materialise(repo, "HEAD~2", ("backend", "docs"))
+    after = checkout_state(work)
+    assert after == before
+    assert set(before[2].splitlines()) == {" M backend/a.py", "AM backend/new.py"}
+
+
+def test_concurrent_materialise_of_one_tree(work: GitRepo, tmp_path: Path) -> None:
+    cache = SnapshotCache(tmp_path / "cache")
+    start = threading.Barrier(8)
+
+    def build(_: int) -> Path:
+        repo = Repo(work.path)
+        start.wait()
+        return SnapshotCache(cache.root).materialise(repo, "HEAD", BACKEND)
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(build, range(8)))
+    assert len(set(results)) == 1
+    assert files_under(results[0]) == {
+        "backend/__init__.py": "",
+        "backend/a.py": "a = 2\n",
+        "backend/run.sh": "#!/bin/sh\n",
+    }
+    assert leftovers(cache) == []
+    assert len(cache.snapshots()) == 1
+
+
+def test_an_unsafe_archive_leaves_nothing_behind(tmp_path: Path) -> None:
+    work = GitRepo(tmp_path / "work")
+    work.commit("ok", {"backend/a.py": "a\n"})
+    (work.path / "backend" / "passwd").symlink_to("/etc/passwd")
+    work.commit("link out of the tree")
+    cache = SnapshotCache(tmp_path / "cache")
+    with pytest.raises(UsageError, match=r"cannot materialise [0-9a-f]{40} of .*unsafe entry"):
+        cache.materialise(Repo(work.path), "HEAD", BACKEND)
+    assert list(cache.root.iterdir()) == []
+    assert files_under(cache.materialise(Repo(work.path), "HEAD~1", BACKEND)) == {"backend/a.py": "a\n"}
+
+
+def test_gc_keeps_the_most_recently_used(tmp_path: Path) -> None:
+    work = GitRepo(tmp_path / "work")
+    repo = Repo(work.path)
+    cache = SnapshotCache(tmp_path / "cache")
+    snapshots = []
+    for number in range(5):
+        work.commit(f"c{number}", {"backend/a.py": f"a = {number}\n"})
+        snapshots.append(cache.materialise(repo, "HEAD", BACKEND))
+    for age, snapshot in enumerate(reversed(snapshots)):
+        stamp = time.time() - 100 * (age + 1)
+        os.utime(snapshot, (stamp, stamp))
+    assert cache.materialise(repo, "HEAD~4", BACKEND) == snapshots[0]
+    stale = cache.root / f"{TEMP_PREFIX}crashed"
+    stale.mkdir()
+    os.utime(stale, (0, 0))
+    fresh = cache.root / f"{TEMP_PREFIX}building"
+    fresh.mkdir()
+    assert cache.gc(keep=2) == 3
+    assert cache.snapshots() == [snapshots[0], snapshots[4]]
+    assert not stale.exists() and fresh.exists()
+    assert cache.gc(keep=2) == 0
+    assert cache.gc(keep=0) == 2
+    assert cache.snapshots() == []
+
+
+def test_gc_of_a_missing_cache(tmp_path: Path) -> None:
+    assert SnapshotCache(tmp_path / "none").gc() == 0
+
+
+def test_default_root_follows_regtrack_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REGTRACK_HOME", str(tmp_path / "home"))
+    assert SnapshotCache().root == tmp_path / "home" / "cache" / "snapshots"
+
+
+def test_uncreatable_cache_root(work: GitRepo, tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(UsageError, match="cannot create the snapshot cache .*a-file/cache: .*set REGTRACK_HOME"):
+        SnapshotCache(blocker / "cache").materialise(Repo(work.path), "HEAD", BACKEND)
+
+
+def test_demo_head_snapshot_is_the_backend_package(tmp_path: Path) -> None:
+    manifest = build_demo_history(tmp_path / "demo", 60)
+    cache = SnapshotCache(tmp_path / "cache")
+    snapshot = cache.materialise(Repo(tmp_path / "demo"), manifest.head, BACKEND)
+    assert read_tree(snapshot) == read_tree(backend_root())

@@ -1,0 +1,208 @@
+"""Targets from ``regtrack.toml`` or ``[tool.regtrack]`` in ``pyproject.toml``, found like git finds its repository."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from tracker.errors import UsageError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
+CONFIG_FILE = "regtrack.toml"
+PYPROJECT = "pyproject.toml"
+DEFAULT_TARGET = "default"
+DEFAULT_PATHS = ("backend",)
+DEFAULT_BRANCH = "main"
+TOP_KEYS = ("db_url", "targets")
+TARGET_KEYS = ("repo", "paths", "probes", "branch")
+
+
+def builtin_probe_names() -> tuple[str, ...]:
+    from probes.registry import all_probes
+
+    return tuple(probe.name for probe in all_probes())
+
+
+@dataclass
+class Target:
+    name: str
+    repo: Path
+    paths: tuple[str, ...] = DEFAULT_PATHS
+    probes: tuple[str, ...] = field(default_factory=builtin_probe_names)
+    branch: str = DEFAULT_BRANCH
+
+
+@dataclass
+class Config:
+    targets: dict[str, Target]
+    db_url: str | None
+    source: Path | None = None
+
+    def target(self, name: str | None) -> Target:
+        if name is None:
+            if len(self.targets) == 1:
+                return next(iter(self.targets.values()))
+            if DEFAULT_TARGET in self.targets:
+                return self.targets[DEFAULT_TARGET]
+            raise UsageError(f"{self.source} defines several targets ({self._known()}); pick one with --target NAME")
+        if name not in self.targets:
+            origin = f" in {self.source}" if self.source else ""
+            raise UsageError(f"unknown target {name!r}{origin}; known targets: {self._known()}")
+        return self.targets[name]
+
+    def _known(self) -> str:
+        return ", ".join(sorted(self.targets))
+
+
+def normalise_paths(paths: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """Repository-relative POSIX paths without ``./`` or trailing slashes, sorted, no duplicates.
+
+    Raises ValueError for an empty list, an absolute path or one that climbs out with ``..``.
+    """
+    if not paths:
+        raise ValueError("needs at least one path")
+    clean = set()
+    for raw in paths:
+        path = PurePosixPath(raw)
+        if not raw or path.is_absolute() or ".." in path.parts:
+            raise ValueError(f"{raw!r} is not a path inside the repository")
+        clean.add(str(path))
+    return tuple(sorted(clean))
+
+
+def git_toplevel(start: Path) -> Path | None:
+    """The nearest directory at or above ``start`` holding ``.git`` (a directory or a worktree's file)."""
+    for directory in (start, *start.parents):
+        if (directory / ".git").exists():
+            return directory
+    return None
+
+
+def find_config(start: Path) -> tuple[Path, Mapping[str, Any]] | None:
+    """The nearest config at or above ``start``, stopping at the git top-level: its file and its table.
+
+    In each directory ``regtrack.toml`` comes before a ``pyproject.toml`` with ``[tool.regtrack]``.
+    """
+    start = start.resolve()
+    top = git_toplevel(start)
+    for directory in (start, *start.parents):
+        own = directory / CONFIG_FILE
+        if own.is_file():
+            return own, _read_toml(own)
+        pyproject = directory / PYPROJECT
+        if pyproject.is_file():
+            tool = _read_toml(pyproject).get("tool")
+            section = tool.get("regtrack") if isinstance(tool, dict) else None
+            if section is not None:
+                if not isinstance(section, dict):
+                    raise UsageError(f"{pyproject}: tool.regtrack must be a table; write it as [tool.regtrack]")
+                return pyproject, section
+        if directory == top:
+            break
+    return None
+
+
+def load_config(start: Path, repo_override: Path | None = None) -> Config:
+    found = find_config(start)
+    if found is None:
+        return _default_config(start, repo_override)
+    file, table = found
+    prefix = "tool.regtrack." if file.name == PYPROJECT else ""
+    return _parse(file, table, prefix, repo_override)
+
+
+def _default_config(start: Path, repo_override: Path | None) -> Config:
+    repo = repo_override if repo_override is not None else git_toplevel(start.resolve())
+    if repo is None:
+        raise UsageError(
+            f"{start} is not inside a git repository and no {CONFIG_FILE} was found; "
+            "run regtrack inside a repository or pass --repo PATH"
+        )
+    return Config({DEFAULT_TARGET: Target(DEFAULT_TARGET, repo.resolve())}, db_url=None)
+
+
+def _read_toml(file: Path) -> dict[str, Any]:
+    try:
+        with file.open("rb") as handle:
+            return tomllib.load(handle)
+    except tomllib.TOMLDecodeError as error:
+        raise UsageError(f"{file} is not valid TOML: {error}; fix the syntax") from None
+    except OSError as error:
+        raise UsageError(f"cannot read {file}: {error.strerror}; check its permissions") from None
+
+
+def _parse(file: Path, table: Mapping[str, Any], prefix: str, repo_override: Path | None) -> Config:
+    _check_keys(file, table, prefix, TOP_KEYS)
+    db_url = table.get("db_url")
+    if db_url is not None and not isinstance(db_url, str):
+        raise UsageError(f'{file}: {prefix}db_url must be a string such as "sqlite:///path/regtrack.db"')
+    targets = table.get("targets")
+    if not isinstance(targets, dict) or not targets:
+        raise UsageError(f"{file}: {prefix}targets is missing; add a [{prefix}targets.NAME] table with repo = PATH")
+    parsed = {}
+    for name, entry in targets.items():
+        key = f"{prefix}targets.{name}"
+        if not isinstance(entry, dict):
+            raise UsageError(f"{file}: {key} must be a table; write it as [{key}]")
+        parsed[name] = _parse_target(file, key, name, entry, repo_override)
+    return Config(parsed, db_url=db_url, source=file)
+
+
+def _parse_target(file: Path, key: str, name: str, entry: Mapping[str, Any], repo_override: Path | None) -> Target:
+    _check_keys(file, entry, f"{key}.", TARGET_KEYS)
+    target = Target(name, _target_repo(file, key, entry, repo_override))
+    if "paths" in entry:
+        try:
+            paths = normalise_paths(_strings(file, f"{key}.paths", entry["paths"]))
+        except ValueError as error:
+            raise UsageError(f"{file}: {key}.paths {error}; list directories relative to the repository") from None
+        target = replace(target, paths=paths)
+    if "probes" in entry:
+        target = replace(target, probes=_probes(file, f"{key}.probes", entry["probes"]))
+    if "branch" in entry:
+        branch = entry["branch"]
+        if not isinstance(branch, str) or not branch:
+            raise UsageError(f'{file}: {key}.branch must be a branch name such as "main"')
+        target = replace(target, branch=branch)
+    return target
+
+
+def _target_repo(file: Path, key: str, entry: Mapping[str, Any], repo_override: Path | None) -> Path:
+    if repo_override is not None:
+        return repo_override.resolve()
+    if "repo" not in entry:
+        raise UsageError(f"{file}: {key}.repo is missing; set it to the repository's path (relative to the file)")
+    repo = entry["repo"]
+    if not isinstance(repo, str) or not repo:
+        raise UsageError(f'{file}: {key}.repo must be a path string such as "."')
+    return (file.parent / Path(repo).expanduser()).resolve()
+
+
+def _probes(file: Path, key: str, value: object) -> tuple[str, ...]:
+    names = _strings(file, key, value)
+    known = builtin_probe_names()
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise UsageError(f"{file}: {key} names unknown probe {unknown[0]!r}; known probes: {', '.join(known)}")
+    if not names:
+        raise UsageError(f"{file}: {key} is empty; list at least one probe or leave the key out for all of them")
+    return tuple(dict.fromkeys(names))
+
+
+def _strings(file: Path, key: str, value: object) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise UsageError(f"{file}: {key} must be a list of strings")
+    return list(value)
+
+
+def _check_keys(file: Path, table: Mapping[str, Any], prefix: str, known: tuple[str, ...]) -> None:
+    for key in table:
+        if key not in known:
+            raise UsageError(f"{file}: unknown key {prefix}{key}; known keys here: {', '.join(known)}")

@@ -1,0 +1,229 @@
+"""Revisions of a repository: resolving, first-parent ranges, tree hashes of the target paths, commit metadata.
+
+Bulk questions are one git process each (``git log --stdin``, ``git cat-file --batch-check``), so
+thousands of commits cost about as much as a handful.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import subprocess
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import git
+
+from tracker.errors import UsageError
+
+if TYPE_CHECKING:
+    from db.store import CommitInfo
+
+PR_SUFFIX = re.compile(r"\(#(\d+)\)\s*$")
+PR_MERGE = re.compile(r"^Merge pull request #(\d+)\b")
+REVERTS = re.compile(r"^This reverts commit ([0-9a-f]{40}(?:[0-9a-f]{24})?)\b", re.MULTILINE)
+LOG_FIELDS = ("%H", "%P", "%an", "%ae", "%at", "%s", "%B")
+ROOT_PATH = "."
+
+
+def pr_number(subject: str) -> int | None:
+    """The pull request of a squash merge ("Title (#123)") or a merge commit ("Merge pull request #123 ...")."""
+    match = PR_SUFFIX.search(subject) or PR_MERGE.match(subject)
+    return int(match.group(1)) if match else None
+
+
+def reverted_sha(message: str) -> str | None:
+    match = REVERTS.search(message)
+    return match.group(1) if match else None
+
+
+def paths_key(paths: Sequence[str]) -> str:
+    """The one string that names a set of target paths (the store's ``paths_key``)."""
+    return ",".join(sorted(set(paths)))
+
+
+def combine_trees(trees: dict[str, str | None]) -> str:
+    """The tree hash of several paths (or of one missing path): sha256 over "path tree_id" lines."""
+    lines = "".join(f"{path} {tree or '-'}\n" for path, tree in sorted(trees.items()))
+    return hashlib.sha256(lines.encode()).hexdigest()
+
+
+class Repo:
+    """A git repository with a work tree, which regtrack reads and never changes."""
+
+    def __init__(self, path: Path) -> None:
+        path = Path(path).expanduser()
+        fix = "pass --repo PATH naming a git repository with a work tree"
+        try:
+            repo = git.Repo(path, search_parent_directories=True)
+        except git.NoSuchPathError:
+            raise UsageError(f"repository path {path} does not exist; {fix}") from None
+        except git.InvalidGitRepositoryError:
+            raise UsageError(f"{path} is not a git repository; {fix}") from None
+        if repo.bare or repo.working_tree_dir is None:
+            raise UsageError(f"{path} is a bare repository; clone it (git clone {path} DIR) and {fix}")
+        self._repo = repo
+        self.path = Path(repo.working_tree_dir)
+
+    def __repr__(self) -> str:
+        return f"Repo({str(self.path)!r})"
+
+    def resolve(self, rev: str) -> str:
+        """The full SHA of the commit ``rev`` names."""
+        return self._verify_commits([rev])[rev]
+
+    def head_of(self, branch: str) -> str:
+        for ref in (f"refs/heads/{branch}", branch):
+            found = self._batch_check([f"{ref}^{{commit}}"])[0]
+            if found is not None:
+                return found[0]
+        raise UsageError(f"unknown branch {branch!r} in {self.path}; check `git branch -a` or the target's branch")
+
+    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        shas = self._verify_commits([ancestor, descendant])
+        status = self._repo.git.merge_base(
+            "--is-ancestor", shas[ancestor], shas[descendant], with_extended_output=True, with_exceptions=False
+        )[0]
+        if status not in (0, 1):
+            raise RuntimeError(f"git merge-base --is-ancestor failed in {self.path} with status {status}")
+        return status == 0
+
+    def first_parent_range(self, good: str, bad: str) -> list[str]:
+        """The commits after ``good`` up to and including ``bad`` on ``bad``'s first-parent line, oldest first."""
+        shas = self._verify_commits([good, bad])
+        good_sha, bad_sha = shas[good], shas[bad]
+        if good_sha == bad_sha:
+            raise UsageError(f"good and bad are the same commit {good_sha}; pick a good commit older than bad")
+        if not self.is_ancestor(good_sha, bad_sha):
+            fix = (
+                "swap good and bad" if self.is_ancestor(bad_sha, good_sha) else "pick a good commit from bad's history"
+            )
+            raise UsageError(f"good {good_sha} is not an ancestor of bad {bad_sha}; {fix}")
+        lines = self._repo.git.rev_list(
+            "--first-parent", "--ancestry-path", "--parents", "--reverse", f"{good_sha}..{bad_sha}"
+        ).splitlines()
+        oldest = lines[0].split() if lines else []
+        if len(oldest) < 2 or oldest[1] != good_sha:
+            merged_by = oldest[0] if oldest else bad_sha
+            raise UsageError(
+                f"good {good_sha} is not on the first-parent line of bad {bad_sha} (it came in through merge "
+                f"{merged_by}); pick a good commit on that line, such as {merged_by}^1"
+            )
+        return [line.split(maxsplit=1)[0] for line in lines]
+
+    def tree_hash(self, sha: str, paths: Sequence[str]) -> str:
+        """For one path present at ``sha``, its object id; otherwise ``combine_trees`` of every path's id."""
+        return self.tree_hashes([sha], paths)[sha]
+
+    def tree_hashes(self, shas: Sequence[str], paths: Sequence[str]) -> dict[str, str]:
+        """``tree_hash`` of each commit, keyed by the revision as given: two git processes for any number."""
+        return {sha: tree_hash_of(trees) for sha, trees in self.path_objects(shas, paths).items()}
+
+    def path_objects(self, shas: Sequence[str], paths: Sequence[str]) -> dict[str, dict[str, str | None]]:
+        """For each revision, each path's object id at that commit, or None where the path is missing."""
+        full = self._verify_commits(shas)
+        unique = sorted(set(paths))
+        queries = [_path_spec(full[sha], path) for sha in full for path in unique]
+        found = iter(self._batch_check(queries))
+        objects = {sha: {path: _object_id(next(found)) for path in unique} for sha in full}
+        return {sha: objects[sha] for sha in shas}
+
+    def commit_info(self, sha: str) -> CommitInfo:
+        return self.commit_infos([sha])[0]
+
+    def commit_infos(self, shas: Sequence[str]) -> list[CommitInfo]:
+        """Metadata of each revision, in the order given, from one ``git log`` process."""
+        full = self._verify_commits(shas)
+        wanted = list(dict.fromkeys(full.values()))
+        if not wanted:
+            return []
+        output = self._run(
+            "log",
+            "--no-walk=unsorted",
+            "--stdin",
+            "-z",
+            "--format=" + "%x00".join(LOG_FIELDS),
+            stdin="".join(f"{sha}\n" for sha in wanted),
+        )
+        fields = output.split("\0")
+        records = [fields[start : start + len(LOG_FIELDS)] for start in range(0, len(fields) - 1, len(LOG_FIELDS))]
+        by_sha = {record[0]: _commit_info(record) for record in records}
+        return [by_sha[full[sha]] for sha in shas]
+
+    def _verify_commits(self, revs: Iterable[str]) -> dict[str, str]:
+        """Each revision's full commit SHA; an unknown one is a UsageError."""
+        revs = list(dict.fromkeys(revs))
+        for rev in revs:
+            if not rev or rev.startswith("-") or "\n" in rev:
+                raise UsageError(f"unknown revision {rev!r} in {self.path}; check `git log`")
+        results = self._batch_check([f"{rev}^{{commit}}" for rev in revs])
+        full = {}
+        for rev, found in zip(revs, results):
+            if found is None:
+                raise UsageError(f"unknown revision {rev!r} in {self.path}; check `git log`")
+            full[rev] = found[0]
+        return full
+
+    def _batch_check(self, objects: Sequence[str]) -> list[tuple[str, str] | None]:
+        """``git cat-file --batch-check`` of each object name: (id, type), or None where it does not exist."""
+        if not objects:
+            return []
+        output = self._run("cat-file", "--batch-check", stdin="".join(f"{name}\n" for name in objects))
+        results: list[tuple[str, str] | None] = []
+        for line in output.splitlines():
+            parts = line.rsplit(" ", 2)
+            if len(parts) == 3 and parts[2].isdigit():
+                results.append((parts[0], parts[1]))
+            else:
+                results.append(None)
+        if len(results) != len(objects):
+            raise RuntimeError(f"git cat-file answered {len(results)} of {len(objects)} objects in {self.path}")
+        return results
+
+    def _run(self, *args: str, stdin: str) -> str:
+        """A git command fed on stdin (GitPython's ``repo.git`` takes no input string)."""
+        result = subprocess.run(
+            [git.Git.GIT_PYTHON_GIT_EXECUTABLE or "git", *args],
+            check=False,
+            cwd=self.path,
+            input=stdin.encode(),
+            capture_output=True,
+        )
+        if result.returncode != 0:
+            message = result.stderr.decode(errors="replace").strip()
+            raise RuntimeError(f"git {args[0]} failed in {self.path}: {message}")
+        return result.stdout.decode(errors="replace")
+
+
+def _path_spec(sha: str, path: str) -> str:
+    return f"{sha}^{{tree}}" if path == ROOT_PATH else f"{sha}:{path}"
+
+
+def _object_id(found: tuple[str, str] | None) -> str | None:
+    return found[0] if found is not None else None
+
+
+def tree_hash_of(trees: dict[str, str | None]) -> str:
+    """The tree hash from each path's object id (None where missing): see ``Repo.tree_hash``."""
+    if len(trees) == 1:
+        (tree,) = trees.values()
+        if tree is not None:
+            return tree
+    return combine_trees(trees)
+
+
+def _commit_info(record: list[str]) -> CommitInfo:
+    from db.store import CommitInfo
+
+    sha, parents, name, email, timestamp, subject, message = record
+    return CommitInfo(
+        sha=sha,
+        parents=tuple(parents.split()),
+        subject=subject,
+        author=f"{name} <{email}>",
+        authored_at=datetime.fromtimestamp(int(timestamp), tz=timezone.utc),
+        pr_number=pr_number(subject),
+        reverts_sha=reverted_sha(message),
+    )
