@@ -16,13 +16,16 @@ class Outcome(str, enum.Enum):
 
     ``ERROR`` means the probe could not judge the revision (its code does not import, or the probe
     raised): the revision is untestable, not bad. ``SKIP`` means the case does not apply here
-    (e.g. a CUDA-only kernel on a CPU machine).
+    (e.g. a CUDA-only kernel on a CPU machine). ``CRASH`` and ``TIMEOUT`` are set by the worker,
+    never by a probe: the worker process died during the case, or the case ran past its time limit.
     """
 
     PASS = "pass"
     FAIL = "fail"
     ERROR = "error"
     SKIP = "skip"
+    CRASH = "crash"
+    TIMEOUT = "timeout"
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ def run_probe(probe: Probe, ctx: ProbeContext, case_ids: list[str] | None = None
     return [CaseResult(case, run_case(probe, case, ctx)) for case in cases]
 
 
-_PRECEDENCE = (Outcome.FAIL, Outcome.ERROR, Outcome.PASS, Outcome.SKIP)
+_PRECEDENCE = (Outcome.FAIL, Outcome.CRASH, Outcome.TIMEOUT, Outcome.ERROR, Outcome.PASS, Outcome.SKIP)
 
 
 def summarize(results: list[CaseResult]) -> ProbeResult:

@@ -1,0 +1,50 @@
+"""Probes that misbehave, for the worker tests; the worker imports this via REGTRACK_PROBE_MODULES."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from types import ModuleType
+from typing import Any
+
+from probes import Case, Probe, ProbeContext, ProbeResult, register
+
+SPAM_LINES = 20000
+
+
+def crash(backend: ModuleType, ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
+    if params["how"] == "segfault":
+        ctypes.string_at(0)
+    os._exit(3)
+
+
+def hang(backend: ModuleType, ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
+    child = subprocess.Popen(["sleep", "600"])
+    print(f"child pid {child.pid}", flush=True)
+    while True:
+        time.sleep(1)
+
+
+def spam(backend: ModuleType, ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
+    for i in range(SPAM_LINES):
+        print(f'{{"result": {{"outcome": "fail", "line": {i}}}}}')
+    sys.stdout.flush()
+    os.write(1, b"raw bytes without a newline")
+    return ProbeResult.passed(lines=float(SPAM_LINES), stdin_bytes=float(len(sys.stdin.read())))
+
+
+register(
+    Probe(
+        "worker_test_crash",
+        1,
+        "dies mid-case",
+        (Case("segfault", {"how": "segfault"}), Case("exit3", {"how": "exit"})),
+        crash,
+    )
+)
+register(Probe("worker_test_hang", 1, "never returns", (Case("forever", {}),), hang))
+register(Probe("worker_test_spam", 1, "floods stdout and reads stdin", (Case("flood", {}),), spam))

@@ -1,0 +1,138 @@
+"""Where jobs run: a pool of local worker processes, one per GPU or CPU slot."""
+
+from __future__ import annotations
+
+import os
+import queue
+import subprocess
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tracker.errors import UsageError
+from tracker.worker import Job, JobResult, WorkerClient
+
+if TYPE_CHECKING:
+    from db.store import EnvironmentInfo
+
+KEEP_LOGS = 32
+
+
+class LocalExecutor:
+    """W worker processes on this machine, started lazily; each runs one job at a time.
+
+    With ``device="cuda"`` worker i sees only the i-th visible GPU (``CUDA_VISIBLE_DEVICES``,
+    wrapping around when there are more workers than GPUs). CPU workers split the cores between them.
+    An exception or Ctrl-C in ``run_many`` kills every worker; the executor is closed after that.
+    """
+
+    def __init__(
+        self,
+        device: str = "cpu",
+        dtype: str = "float32",
+        workers: int = 1,
+        timeout_s: float = 300,
+        log_dir: Path | None = None,
+        env: Mapping[str, str] | None = None,
+    ):
+        if workers < 1:
+            raise UsageError(f"the number of workers must be at least 1, not {workers}")
+        self.device = device
+        self.dtype = dtype
+        self.timeout_s = timeout_s
+        log_dir = log_dir or _default_log_dir()
+        _prune_logs(log_dir, KEEP_LOGS)
+        gpus = _visible_gpus() if device == "cuda" else []
+        self.clients = [
+            WorkerClient(
+                log_dir / f"worker-{os.getpid()}-{slot}.log", {**(env or {}), **_slot_env(slot, workers, gpus)}
+            )
+            for slot in range(workers)
+        ]
+        self._idle: queue.SimpleQueue[WorkerClient] = queue.SimpleQueue()
+        for client in self.clients:
+            self._idle.put(client)
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="regtrack-worker")
+
+    def __enter__(self) -> LocalExecutor:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def job(self, probe: str, case_id: str, root: Path | str, seed: int = 0) -> Job:
+        return Job(probe, case_id, str(root), self.device, self.dtype, seed)
+
+    def run_many(self, jobs: Sequence[Job]) -> list[JobResult]:
+        """Results in job order; jobs start in order, each on the next free worker."""
+        futures = [self._pool.submit(self._run_one, job) for job in jobs]
+        try:
+            return [future.result() for future in futures]
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            for client in self.clients:
+                client.kill()
+            raise
+
+    def environment(self) -> EnvironmentInfo:
+        client = self._idle.get()
+        try:
+            return client.environment(self.device)
+        finally:
+            self._idle.put(client)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        for client in self.clients:
+            client.close()
+
+    def _run_one(self, job: Job) -> JobResult:
+        client = self._idle.get()
+        try:
+            return client.run(job, self.timeout_s)
+        finally:
+            self._idle.put(client)
+
+
+def _slot_env(slot: int, workers: int, gpus: list[str]) -> dict[str, str]:
+    if gpus:
+        return {"CUDA_VISIBLE_DEVICES": gpus[slot % len(gpus)]}
+    if workers > 1 and "OMP_NUM_THREADS" not in os.environ:
+        return {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // workers))}
+    return {}
+
+
+def _visible_gpus() -> list[str]:
+    """This process's GPUs as ``CUDA_VISIBLE_DEVICES`` entries; empty when none can be found."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return [g.strip() for g in visible.split(",") if g.strip()]
+    try:
+        listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [str(i) for i, line in enumerate(listing.splitlines()) if line.startswith("GPU ")]
+
+
+def _default_log_dir() -> Path:
+    from db.paths import cache_dir
+
+    return cache_dir() / "logs"
+
+
+def _prune_logs(log_dir: Path, keep: int) -> None:
+    """Remove all but the ``keep`` newest worker logs."""
+    if not log_dir.is_dir():
+        return
+    logs = sorted(log_dir.glob("worker-*.log"), key=_mtime, reverse=True)
+    for log in logs[keep:]:
+        log.unlink(missing_ok=True)
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:
+        return 0.0
