@@ -13,7 +13,6 @@ from tracker.demo_bugs import BROKEN_IMPORT, BUGS, DECODE_STALE_PAGE, Bug, Edit,
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PROBE_NAMES = [p.name for p in all_probes()]
 DETERMINISTIC_BUGS = [b for b in BUGS if b is not DECODE_STALE_PAGE]
-SHARED_FAILURES = {"target_verify_overwrite": {"target_verify_metadata", "target_verify_attention"}}
 
 
 def planted(tmp_path: Path, edits: list[Edit]) -> Path:
@@ -38,7 +37,7 @@ def test_every_probe_passes_at_head(probe: str) -> None:
 def test_each_bug_fails_its_probe_and_only_the_probes_on_its_path(bug: Bug, tmp_path: Path) -> None:
     root = planted(tmp_path, [bug.edit])
     failing = {name for name in PROBE_NAMES if verdict(name, root) is Outcome.FAIL}
-    assert failing == SHARED_FAILURES.get(bug.name, {bug.probe})
+    assert failing == set(bug.probes)
 
 
 def test_overwrite_signature_names_the_fields_and_the_offset(tmp_path: Path) -> None:

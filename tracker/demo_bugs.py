@@ -31,6 +31,12 @@ class Bug:
     probe: str
     description: str
     edit: Edit
+    also_seen_by: tuple[str, ...] = ()
+    """Probes besides ``probe`` whose path the bug lies on."""
+
+    @property
+    def probes(self) -> tuple[str, ...]:
+        return (self.probe, *self.also_seen_by)
 
 
 TARGET_VERIFY_OVERWRITE = Bug(
@@ -45,6 +51,7 @@ TARGET_VERIFY_OVERWRITE = Bug(
         "        self._copy_page_table(metadata, req_pool_indices, metadata.max_seq_len_k)\n"
         "        metadata.max_seq_len_q = self.speculative_num_draft_tokens\n",
     ),
+    also_seen_by=("target_verify_attention",),
 )
 
 SWA_PARTIAL_PAGE = Bug(
@@ -86,6 +93,7 @@ BROKEN_IMPORT = Edit(
 """Makes ``import backend`` fail: the untestable stretch."""
 
 BUGS = (TARGET_VERIFY_OVERWRITE, SWA_PARTIAL_PAGE, DECODE_STALE_PAGE)
+BUGS_BY_NAME = {bug.name: bug for bug in BUGS}
 
 
 def read_tree(root: Path, package: str = "backend") -> dict[str, bytes]:

@@ -1,0 +1,206 @@
+"""The ``regtrack`` command line: parses options, calls the Python API, prints.
+
+Exit codes: 0 ok, 1 a probe failed or a regression was found, 2 bad usage or input.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from .errors import UsageError
+from .verdicts import Verdict
+from .workspace import ExecutionOptions, Workspace
+
+F = TypeVar("F", bound=Callable[..., Any])
+out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True, highlight=False)
+
+
+def target_options(command: F) -> F:
+    command = click.option("--repo", type=click.Path(path_type=Path), help="Repository to work on (default: the one around the current directory).")(command)
+    return click.option("--target", help="Target from regtrack.toml (default: the only one).")(command)
+
+
+def execution_options(command: F) -> F:
+    options = [
+        click.option("--device", default="cpu", show_default=True, help="cpu or cuda."),
+        click.option("--dtype", help="Probe dtype (default: float32 on cpu, bfloat16 on cuda)."),
+        click.option("--workers", default=1, show_default=True, type=click.IntRange(1), help="Probe worker processes."),
+        click.option("--timeout", default=300.0, show_default=True, type=click.FloatRange(min=0.1), help="Seconds one probe case may take."),
+        click.option("--seed", type=int, help="Fix the probes' seed (default: a fresh one per execution, stored)."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _execution(device: str, dtype: str | None, workers: int, timeout: float, seed: int | None) -> ExecutionOptions:
+    return ExecutionOptions(device, dtype, workers, timeout, seed)
+
+
+@contextmanager
+def workspace(repo: Path | None, target: str | None) -> Iterator[Workspace]:
+    ws = Workspace.open(repo, target)
+    try:
+        yield ws
+    finally:
+        ws.close()
+
+
+class RegtrackGroup(click.Group):
+    """Turns a ``UsageError`` into one line on stderr and exit code 2."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except UsageError as error:
+            err.print(f"regtrack: error: {error}", markup=False)
+            sys.exit(2)
+        except KeyboardInterrupt:
+            err.print("regtrack: interrupted; finished results are stored (resume a bisect with --resume)")
+            sys.exit(130)
+
+
+@click.group(cls=RegtrackGroup)
+@click.version_option(package_name="regtrack")
+def main() -> None:
+    """Regression tracking and bisect automation for GPU attention backends."""
+
+
+def _emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, default=str))
+
+
+
+@main.command()
+@click.argument("revs", nargs=-1, required=True)
+@click.option("--probe", "probe_names", multiple=True, help="Probe to run (repeatable; default: the target's probes).")
+@target_options
+@execution_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def run(revs: tuple[str, ...], probe_names: tuple[str, ...], repo: Path | None, target: str | None, as_json: bool, **execution: Any) -> None:
+    """Run probes at REVS (stored results are reused); exit 1 if any revision is bad."""
+    options = _execution(**execution)
+    with workspace(repo, target) as ws, options.executor() as executor:
+        shas = [ws.repo.resolve(rev) for rev in revs]
+        rows = []
+        for probe in ws.probes(probe_names):
+            prober = ws.prober(probe, executor, "run", options.seed)
+            trees = prober.record_commits(shas)
+            for sha in shas:
+                with err.status(f"{probe.name} at {sha[:12]}"):
+                    rows.append(render.measurement_row(ws.store.commit(prober.repo_id, sha), probe.name, prober.measure(sha, trees[sha])))
+    if as_json:
+        _emit_json(rows)
+    else:
+        out.print(render.measurements_table(rows))
+    sys.exit(1 if any(r["verdict"] == Verdict.BAD.value for r in rows) else 0)
+
+
+@main.command()
+@click.option("--good", help="A revision where the probe passes.")
+@click.option("--bad", help="A later revision (on the first-parent line) where it fails.")
+@click.option("--resume", is_flag=True, help="Continue the newest unfinished bisect of this target and probe.")
+@click.option("--probe", "probe_name", help="Probe to bisect with (default: the target's first probe).")
+@target_options
+@execution_options
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def bisect(good: str | None, bad: str | None, resume: bool, probe_name: str | None, repo: Path | None, target: str | None, as_json: bool, **execution: Any) -> None:
+    """Find the first bad commit between --good and --bad (first-parent), reusing stored results."""
+    if resume == bool(good or bad) or (not resume and not (good and bad)):
+        raise click.UsageError("give both --good and --bad, or --resume alone")
+    options = _execution(**execution)
+    with workspace(repo, target) as ws, options.executor() as executor:
+        probe = ws.probe(probe_name)
+        session = BisectSession(ws.store, ws.repo, ws.prober(probe, executor, "bisect", options.seed), on_step=render.step_printer(err))
+        report = session.resume() if resume else session.start(good or "", bad or "")
+    if as_json:
+        _emit_json(report.to_json())
+    else:
+        out.print(render.bisect_summary(report))
+    sys.exit(1 if report.culprit or report.candidates else 0)
+
+
+@main.command()
+@click.option("--probe", "probe_name", help="Only this probe.")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1), help="Newest runs to show.")
+@target_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def history(probe_name: str | None, limit: int, repo: Path | None, target: str | None, as_json: bool) -> None:
+    """Stored probe runs of the target's repository, newest first."""
+    with workspace(repo, target) as ws:
+        runs = ws.store.runs(repo_id=ws.store.repository(ws.repo.path), probe=probe_name, limit=limit)
+    if as_json:
+        _emit_json([render.run_json(r) for r in runs])
+    else:
+        out.print(render.runs_table(runs, "stored runs, newest first"))
+
+
+@main.command()
+@click.argument("rev")
+@target_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def show(rev: str, repo: Path | None, target: str | None, as_json: bool) -> None:
+    """Everything stored about REV: its commit and every probe run of it."""
+    with workspace(repo, target) as ws:
+        sha = ws.repo.resolve(rev)
+        repo_id = ws.store.repository(ws.repo.path)
+        commit = ws.store.commit(repo_id, sha) or ws.repo.commit_info(sha)
+        runs = ws.store.runs(repo_id=repo_id, shas=[sha])
+    if as_json:
+        _emit_json({"commit": render.commit_json(commit), "runs": [render.run_json(r) for r in runs]})
+    else:
+        out.print(render.commit_header(commit))
+        out.print(render.runs_table(runs, f"runs of {sha[:12]}") if runs else "no stored runs; measure it with `regtrack run`")
+
+
+@main.group()
+def db() -> None:
+    """The results database."""
+
+
+@db.command()
+@click.option("--url", help="SQLAlchemy URL (default: REGTRACK_DB_URL, else the file in the data directory).")
+def upgrade(url: str | None) -> None:
+    """Migrate the database to the newest schema."""
+    from db.store import upgrade as upgrade_database
+
+    upgrade_database(url)
+    out.print("database is at the newest schema")
+
+
+@main.command()
+@click.argument("path", required=False, type=click.Path(path_type=Path))
+@click.option("--commits", default=150, show_default=True, type=click.IntRange(60), help="First-parent commits.")
+@execution_options
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def demo(path: Path | None, commits: int, as_json: bool, **execution: Any) -> None:
+    """Build the demo history, print each probe's verdict on its key commits, and bisect its stories."""
+    from . import demo as demo_api
+
+    options = _execution(**execution)
+    history_path = path or demo_api.default_path()
+    manifest = demo_api.ensure_history(history_path, commits, err)
+    with workspace(history_path, None) as ws, options.executor() as executor:
+        result = demo_api.run_demo(ws, manifest, executor, options.seed, err)
+    if as_json:
+        _emit_json(result.to_json())
+    else:
+        out.print(render.demo_verdicts(result))
+        for report in result.bisects:
+            out.print(render.bisect_summary(report))
+
+
+from . import render  # noqa: E402
+from .bisect_session import BisectSession  # noqa: E402
+if __name__ == "__main__":
+    main()

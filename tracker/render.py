@@ -1,0 +1,121 @@
+"""How results look on a terminal (rich) and in JSON; no logic beyond formatting."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from db.store import CommitInfo, RunRow
+
+from .measure import Measurement
+from .verdicts import Verdict
+
+if TYPE_CHECKING:
+    from .bisect_session import BisectReport, Step, StepCallback
+    from .demo import DemoResult
+
+STYLE = {"good": "green", "pass": "green", "bad": "red", "fail": "red", "crash": "red", "timeout": "red", "skip": "yellow", "error": "yellow"}
+
+
+def styled(word: str) -> Text:
+    return Text(word, style=STYLE.get(word, ""))
+
+
+def short(sha: str) -> str:
+    return sha[:12]
+
+
+def commit_json(commit: CommitInfo) -> dict[str, Any]:
+    return {**asdict(commit), "authored_at": commit.authored_at.isoformat()}
+
+
+def measurement_row(commit: CommitInfo | None, probe: str, m: Measurement) -> dict[str, Any]:
+    return {
+        "sha": m.sha,
+        "subject": commit.subject if commit else "",
+        "probe": probe,
+        "verdict": m.verdict.value,
+        "signature": m.signature,
+        "metrics": m.metrics,
+        "reused": m.reused,
+        "cases": {c.case_id: c.outcome.value for c in m.cases},
+    }
+
+
+def measurements_table(rows: list[dict[str, Any]]) -> Table:
+    table = Table("commit", "subject", "probe", "verdict", "reused", "signature")
+    for r in rows:
+        table.add_row(short(r["sha"]), r["subject"][:60], r["probe"], styled(r["verdict"]), "yes" if r["reused"] else "", r["signature"] or "")
+    return table
+
+
+def run_json(run: RunRow) -> dict[str, Any]:
+    data = asdict(run)
+    data["outcome"] = run.outcome.value
+    data["started_at"] = run.started_at.isoformat()
+    return data
+
+
+def runs_table(runs: list[RunRow], title: str) -> Table:
+    table = Table("when", "commit", "subject", "probe", "case", "outcome", "s", "env", "signature", title=title)
+    for r in runs:
+        table.add_row(
+            r.started_at.strftime("%Y-%m-%d %H:%M"),
+            short(r.sha),
+            r.subject[:48],
+            f"{r.probe_name} v{r.probe_version}",
+            r.case_id,
+            styled(r.outcome.value),
+            f"{r.duration_s:.2f}",
+            r.gpu_name or "cpu",
+            (r.signature or "")[:60],
+        )
+    return table
+
+
+def commit_header(commit: CommitInfo) -> Text:
+    pr = f" (#{commit.pr_number})" if commit.pr_number else ""
+    reverts = f"\nreverts {commit.reverts_sha}" if commit.reverts_sha else ""
+    return Text(f"{commit.sha}\n{commit.subject}{pr if pr not in commit.subject else ''}\n{commit.author}, {commit.authored_at:%Y-%m-%d %H:%M %Z}{reverts}")
+
+
+def step_printer(console: Console) -> StepCallback:
+    def show(step: Step, measurement: Measurement) -> None:
+        how = "stored" if step.reused else "ran"
+        line = Text.assemble(f"  {short(step.sha)} ", styled(step.verdict.value), f" ({how})")
+        if measurement.signature and step.verdict is not Verdict.GOOD:
+            line.append(f"  {measurement.signature[:80]}")
+        console.print(line)
+
+    return show
+
+
+def bisect_summary(report: BisectReport) -> Group:
+    lines: list[Text] = []
+    if report.culprit is not None:
+        c = report.culprit
+        lines.append(Text.assemble("first bad commit: ", (c.sha, "bold"), f"\n  {c.subject}"))
+        for label, m in (("at the culprit", report.culprit_measurement), ("at its parent", report.parent_measurement)):
+            if m is not None:
+                metrics = ", ".join(f"{k}={v:.3g}" for k, v in m.metrics.items())
+                lines.append(Text(f"  {label} ({short(m.sha)}): {m.verdict.value}; {m.signature or 'no failure'}{'; ' + metrics if metrics else ''}"))
+    else:
+        lines.append(Text(f"the first bad commit is one of {len(report.candidates)} (untestable commits hide it):", style="bold"))
+        lines += [Text(f"  {short(c.sha)} {c.subject}") for c in report.candidates]
+    lines.append(Text(f"probe {report.probe}: {report.executions} executions, {report.reused} results reused from the store (session {report.session_id})"))
+    return Group(*lines)
+
+
+def demo_verdicts(result: DemoResult) -> Table:
+    table = Table("commit", "event", *result.probes, title="probe verdicts on the story's key commits (expected in brackets)")
+    for row in result.rows:
+        cells = []
+        for probe in result.probes:
+            seen, expected = row.verdicts[probe], row.expected[probe]
+            cells.append(Text.assemble(styled(seen), f" [{expected}]" if expected != seen else ""))
+        table.add_row(short(row.sha), row.label, *cells)
+    return table

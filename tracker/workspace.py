@@ -1,0 +1,70 @@
+"""What a command works on: the config's target, its repository, the store and the snapshot cache."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from db.store import Store
+from probes.api import Probe
+from probes.registry import get_probe
+
+from .config import Config, Target, load_config
+from .errors import UsageError
+from .executors import LocalExecutor
+from .measure import Prober
+from .revisions import Repo
+from .snapshots import SnapshotCache
+
+
+@dataclass(frozen=True)
+class ExecutionOptions:
+    device: str = "cpu"
+    dtype: str | None = None
+    workers: int = 1
+    timeout_s: float = 300.0
+    seed: int | None = None
+
+    @property
+    def resolved_dtype(self) -> str:
+        return self.dtype or ("bfloat16" if self.device.startswith("cuda") else "float32")
+
+    def executor(self) -> LocalExecutor:
+        return LocalExecutor(self.device, self.resolved_dtype, workers=self.workers, timeout_s=self.timeout_s)
+
+
+@dataclass
+class Workspace:
+    config: Config
+    target: Target
+    repo: Repo
+    store: Store
+    snapshots: SnapshotCache
+
+    @classmethod
+    def open(cls, repo: Path | None = None, target: str | None = None, cwd: Path | None = None) -> Workspace:
+        config = load_config(cwd or Path.cwd(), repo)
+        chosen = config.target(target)
+        return cls(config, chosen, Repo(chosen.repo), Store.open(database_url(config)), SnapshotCache())
+
+    def close(self) -> None:
+        self.store.close()
+
+    def probe(self, name: str | None) -> Probe:
+        """``name``, or the target's first probe."""
+        try:
+            return get_probe(name or self.target.probes[0])
+        except KeyError as error:
+            raise UsageError(str(error.args[0])) from None
+
+    def probes(self, names: tuple[str, ...]) -> list[Probe]:
+        return [self.probe(name) for name in (names or self.target.probes)]
+
+    def prober(self, probe: Probe, executor: LocalExecutor, trigger: str, seed: int | None = None) -> Prober:
+        return Prober(self.store, self.repo, self.target, probe, executor, self.snapshots, trigger, seed)
+
+
+def database_url(config: Config) -> str | None:
+    """``REGTRACK_DB_URL`` wins over the config's ``db_url``; neither means the default file."""
+    return os.environ.get("REGTRACK_DB_URL") or config.db_url
