@@ -19,13 +19,14 @@ def get_probe(name: str) -> Probe:
     try:
         return _PROBES[name]
     except KeyError:
-        known = ", ".join(sorted(_PROBES))
+        known = ", ".join(_PROBES)
         raise KeyError(f"unknown probe {name!r}; known probes: {known}") from None
 
 
 def all_probes() -> list[Probe]:
+    """Every registered probe, in registration order (the built-ins first)."""
     _load_builtins()
-    return [_PROBES[name] for name in sorted(_PROBES)]
+    return list(_PROBES.values())
 
 
 def _load_builtins() -> None:

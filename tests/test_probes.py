@@ -79,7 +79,7 @@ def test_cuda_cases_skip_on_a_cpu_context() -> None:
 
 
 def test_unknown_probe_and_case_are_named_with_the_known_ones() -> None:
-    with pytest.raises(KeyError, match="known probes: decode_graph_replay"):
+    with pytest.raises(KeyError, match="known probes: target_verify_metadata"):
         get_probe("nope")
     with pytest.raises(KeyError, match="its cases: N4-T2-bs4-p16"):
         get_probe("target_verify_metadata").case("nope")

@@ -63,10 +63,10 @@ class RegtrackGroup(click.Group):
         try:
             return super().invoke(ctx)
         except UsageError as error:
-            err.print(f"regtrack: error: {error}", markup=False)
+            click.echo(f"regtrack: error: {error}", err=True)
             sys.exit(2)
         except KeyboardInterrupt:
-            err.print("regtrack: interrupted; finished results are stored (resume a bisect with --resume)")
+            click.echo("regtrack: interrupted; finished results are stored (resume a bisect with --resume)", err=True)
             sys.exit(130)
 
 

@@ -1,0 +1,157 @@
+"""regtrack's commands end to end on the demo history: real git, real SQLite, real workers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from gitrepo import GitRepo
+from tracker.cli import main
+from tracker.demo_bugs import BROKEN_IMPORT, TARGET_VERIFY_OVERWRITE, apply_edits, read_tree, write_tree
+from tracker.demo_history import DemoManifest, build_demo_history
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, DemoManifest]:
+    path = tmp_path_factory.mktemp("history") / "demo"
+    return path, build_demo_history(path, 150)
+
+
+@pytest.fixture(autouse=True)
+def regtrack_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("REGTRACK_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("REGTRACK_DB_URL", raising=False)
+    return tmp_path / "home"
+
+
+def regtrack(*args: str, cwd: Path | None = None) -> Result:
+    runner = CliRunner()
+    if cwd is None:
+        return runner.invoke(main, list(args), catch_exceptions=False)
+    old = Path.cwd()
+    os.chdir(cwd)
+    try:
+        return runner.invoke(main, list(args), catch_exceptions=False)
+    finally:
+        os.chdir(old)
+
+
+def bisect_json(repo: Path, good: str, bad: str, probe: str = "target_verify_metadata") -> dict:
+    result = regtrack("bisect", "--repo", str(repo), "--good", good, "--bad", bad, "--probe", probe, "--json")
+    assert result.exit_code == 1, result.output
+    return json.loads(result.stdout)
+
+
+def parent(repo: Path, sha: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), "rev-parse", f"{sha}^1"], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def repository_state(repo: Path) -> tuple[str, str, bytes]:
+    status = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--no-optional-locks"], capture_output=True, text=True).stdout
+    head = (repo / ".git" / "HEAD").read_text() + subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    return status, head, (repo / ".git" / "index").read_bytes()
+
+
+def test_bisect_names_the_commit_that_slipped_the_bug_in_and_leaves_the_checkout_alone(demo: tuple[Path, DemoManifest]) -> None:
+    repo, manifest = demo
+    (repo / "scratch.txt").write_text("the user's uncommitted work\n")
+    before = repository_state(repo)
+    overwrite = manifest.bugs["target_verify_overwrite"]
+    report = bisect_json(repo, manifest.untestable.mended, parent(repo, overwrite.fixed))
+    assert report["culprit"] == overwrite.introduced
+    assert report["subject"].startswith("[Spec v2]") and report["pr_number"]
+    assert "max_seq_len_q off by +2" in report["culprit_result"]["signature"]
+    assert report["parent_result"]["verdict"] == "good"
+    assert report["executions"] <= 9  # ceil(log2 n) + 2 for the ~60 commits of the range
+    assert repository_state(repo) == before
+    (repo / "scratch.txt").unlink()
+
+    again = bisect_json(repo, manifest.untestable.mended, parent(repo, overwrite.fixed))
+    assert again["culprit"] == overwrite.introduced
+    assert again["executions"] == 0 and again["reused"] >= report["executions"]
+
+
+def test_bisect_from_the_fix_into_the_revert_stretch_names_the_revert(demo: tuple[Path, DemoManifest]) -> None:
+    repo, manifest = demo
+    overwrite = manifest.bugs["target_verify_overwrite"]
+    report = bisect_json(repo, overwrite.fixed, parent(repo, overwrite.relanded or ""))
+    assert report["culprit"] == overwrite.reverted
+    assert report["subject"].startswith('Revert "Fix TRTLLM target verify query metadata')
+
+
+def test_bisect_across_the_untestable_stretch_converges(demo: tuple[Path, DemoManifest]) -> None:
+    repo, manifest = demo
+    swa = manifest.bugs["swa_partial_page"]
+    root = subprocess.run(["git", "-C", str(repo), "rev-list", "--max-parents=0", "HEAD"], capture_output=True, text=True).stdout.split()[0]
+    report = bisect_json(repo, root, parent(repo, swa.fixed), probe="swa_page_table")
+    assert report["culprit"] == swa.introduced or swa.introduced in report["candidates"]
+    skipped = [s for s in report["steps"] if s["verdict"] == "skip"]
+    assert len(skipped) <= 3
+
+
+def test_when_only_untestable_commits_remain_the_answer_is_the_range(tmp_path: Path) -> None:
+    """A bug introduced inside an untestable stretch can only be placed among it."""
+    source = read_tree(PROJECT_ROOT)
+    repo = GitRepo(tmp_path / "repo")
+    states = [[], [BROKEN_IMPORT], [BROKEN_IMPORT, TARGET_VERIFY_OVERWRITE.edit], [BROKEN_IMPORT, TARGET_VERIFY_OVERWRITE.edit], [TARGET_VERIFY_OVERWRITE.edit]]
+    shas = []
+    for n, edits in enumerate(states):
+        write_tree(apply_edits(source, edits), repo.path)
+        shas.append(repo.commit(f"step {n}"))
+    report = bisect_json(repo.path, shas[0], shas[-1])
+    assert report["culprit"] is None
+    assert report["candidates"] == shas[1:]
+
+
+def test_a_commit_outside_the_target_paths_reuses_its_parents_result(demo: tuple[Path, DemoManifest]) -> None:
+    repo, manifest = demo
+    head = manifest.head
+    first = regtrack("run", "--repo", str(repo), "--probe", "swa_page_table", "--json", parent(repo, head))
+    assert first.exit_code == 0, first.output
+    assert json.loads(first.stdout)[0]["reused"] is False
+    second = regtrack("run", "--repo", str(repo), "--probe", "swa_page_table", "--json", head)
+    assert json.loads(second.stdout)[0]["reused"] is True
+    shown = regtrack("show", "--repo", str(repo), "--json", head)
+    assert shown.exit_code == 0
+    assert json.loads(shown.stdout)["commit"]["sha"] == head
+
+
+def test_history_lists_stored_runs(demo: tuple[Path, DemoManifest]) -> None:
+    repo, manifest = demo
+    assert regtrack("run", "--repo", str(repo), "--probe", "swa_page_table", manifest.head).exit_code == 0
+    listed = regtrack("history", "--repo", str(repo), "--json")
+    runs = json.loads(listed.stdout)
+    assert {r["probe_name"] for r in runs} == {"swa_page_table"} and len(runs) == 3
+    assert "swa_page_table" in regtrack("history", "--repo", str(repo)).stdout
+
+
+def test_a_killed_bisect_resumes_with_the_same_answer(demo: tuple[Path, DemoManifest], regtrack_home: Path) -> None:
+    repo, manifest = demo
+    overwrite = manifest.bugs["target_verify_overwrite"]
+    args = ["bisect", "--repo", str(repo), "--probe", "target_verify_metadata", "--json"]
+    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tracker.cli", *args, "--good", manifest.untestable.mended, "--bad", parent(repo, overwrite.fixed)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and process.poll() is None:
+        if process.stderr and "(ran)" in (line := process.stderr.readline()):
+            break
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    resumed = regtrack(*args, "--resume")
+    assert resumed.exit_code == 1, resumed.output
+    report = json.loads(resumed.stdout)
+    assert report["culprit"] == overwrite.introduced
+    assert report["reused"] >= 1
