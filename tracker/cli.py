@@ -131,6 +131,29 @@ def bisect(good: str | None, bad: str | None, resume: bool, probe_name: str | No
 
 
 @main.command()
+@click.argument("range_spec", metavar="RANGE", default="HEAD")
+@click.option("--probe", "probe_names", multiple=True, help="Probe to scan with (repeatable; default: the target's probes).")
+@click.option("--max-samples", default=64, show_default=True, type=click.IntRange(2), help="Measure every distinct target tree when the range has at most this many.")
+@click.option("--confirm", default=2, show_default=True, type=click.IntRange(0), help="Reruns of a bad side before a transition is reported.")
+@target_options
+@execution_options
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def scan(range_spec: str, probe_names: tuple[str, ...], max_samples: int, confirm: int, repo: Path | None, target: str | None, as_json: bool, **execution: Any) -> None:
+    """Every transition of each probe along RANGE (A..B, or B for its whole first-parent line)."""
+    options = _execution(**execution)
+    with workspace(repo, target) as ws, options.executor() as executor:
+        line = ws.repo.line(range_spec)
+        probers = [ws.prober(p, executor, "scan", options.seed) for p in ws.probes(probe_names)]
+        with err.status("scanning") as status:
+            report = Scanner(ws.repo, probers, max_samples, confirm, progress=lambda text: status.update(f"scanning: {text}")).scan(line)
+    if as_json:
+        _emit_json(report.to_json())
+    else:
+        out.print(render.scan_summary(report))
+    sys.exit(1 if any(p.states and p.states[-1] is State.BAD for p in report.probes) else 0)
+
+
+@main.command()
 @click.option("--probe", "probe_name", help="Only this probe.")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1), help="Newest runs to show.")
 @target_options
@@ -201,6 +224,8 @@ def demo(path: Path | None, commits: int, as_json: bool, **execution: Any) -> No
 
 
 from . import render  # noqa: E402
+from .scan import Scanner  # noqa: E402
+from .transitions import State  # noqa: E402
 from .bisect_session import BisectSession  # noqa: E402
 if __name__ == "__main__":
     main()

@@ -95,21 +95,31 @@ class Prober:
                 latest[run.case_id] = run
         return latest
 
+    def attempt_verdicts(self, tree_hash: str) -> list[Verdict]:
+        """The verdict of each stored attempt at ``tree_hash``, oldest first: reruns that disagree
+        show a flaky result."""
+        by_attempt: dict[int, list[Outcome]] = {}
+        for run in self.store.runs_for_tree(tree_hash, self.probe_id, self.environment_id):
+            by_attempt.setdefault(run.attempt, []).append(run.outcome)
+        return [verdict_of(outcomes) for _, outcomes in sorted(by_attempt.items())]
+
     def measure(
         self,
         sha: str,
         tree_hash: str,
         session_id: int | None = None,
         on_case: Callable[[CaseOutcome], None] | None = None,
+        rerun: bool = False,
     ) -> Measurement:
-        known = self.stored(tree_hash)
+        """Stored results when every case has one (unless ``rerun``), else run what is missing."""
+        known = {} if rerun else self.stored(tree_hash)
         missing = [case for case in self.probe.cases if case.id not in known]
         cases = {case_id: _case_outcome(run) for case_id, run in known.items()}
         if missing:
             root = self.snapshots.materialise(self.repo, sha, self.target.paths)
-            seed = self.seed if self.seed is not None else secrets.randbits(31)
+            attempt = 1 + max((run.attempt for run in self.stored(tree_hash).values()), default=0)
+            seed = self.seed + attempt - 1 if self.seed is not None else secrets.randbits(31)
             jobs = [Job(self.probe.name, case.id, str(root), self.executor.device, self.executor.dtype, seed) for case in missing]
-            attempt = 1 + max((run.attempt for run in known.values()), default=0)
             for job, result in zip(jobs, self.executor.run_many(jobs)):
                 self.store.add_run(
                     RunRecord(

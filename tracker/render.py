@@ -17,6 +17,7 @@ from .verdicts import Verdict
 if TYPE_CHECKING:
     from .bisect_session import BisectReport, Step, StepCallback
     from .demo import DemoResult
+    from .scan import ScanReport
 
 STYLE = {"good": "green", "pass": "green", "bad": "red", "fail": "red", "crash": "red", "timeout": "red", "skip": "yellow", "error": "yellow"}
 
@@ -119,3 +120,23 @@ def demo_verdicts(result: DemoResult) -> Table:
             cells.append(Text.assemble(styled(seen), f" [{expected}]" if expected != seen else ""))
         table.add_row(short(row.sha), row.label, *cells)
     return table
+
+
+def scan_summary(report: ScanReport) -> Group:
+    from .scan import story
+
+    first, last = report.line[0], report.line[-1]
+    parts: list[Any] = [Text(f"{len(report.line)} commits, {short(first.sha)}..{short(last.sha)}", style="bold")]
+    table = Table("probe", "kind", "commit", "subject", "pairs with")
+    for t in report.transitions:
+        pair = f"{t.pair.kind} {short(t.pair.sha)}" if t.pair else ""
+        where = short(t.commit.sha) if len(t.candidates) == 1 else f"one of {len(t.candidates)} up to {short(t.commit.sha)}"
+        table.add_row(t.probe, styled("bad" if t.kind.value == "regression" else "good").append(f" {t.kind.value}"), where, t.commit.subject[:70], pair)
+    parts.append(table)
+    for scan in report.probes:
+        parts.append(Text(f"{scan.probe}: {story(scan, report.line)}"))
+        for s in scan.stretches:
+            kind = "untestable" if s.kind.value == "skip" else "flaky"
+            parts.append(Text(f"  {kind} from {short(s.first)} to {short(s.last)}", style="yellow"))
+    parts.append(Text(f"{report.executions} executions, {report.reused} results reused from the store"))
+    return Group(*parts)

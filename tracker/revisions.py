@@ -113,6 +113,18 @@ class Repo:
             )
         return [line.split(maxsplit=1)[0] for line in lines]
 
+    def first_parent_history(self, rev: str) -> list[str]:
+        """Every commit on ``rev``'s first-parent line, oldest first."""
+        return self._repo.git.rev_list("--first-parent", "--reverse", self.resolve(rev)).split()
+
+    def line(self, spec: str) -> list[str]:
+        """``A..B``: A and the first-parent commits after it up to B; ``B``: B's whole first-parent line."""
+        if ".." in spec:
+            first, last = spec.split("..", 1)
+            good = self.resolve(first)
+            return [good, *self.first_parent_range(good, last or "HEAD")]
+        return self.first_parent_history(spec)
+
     def tree_hash(self, sha: str, paths: Sequence[str]) -> str:
         """For one path present at ``sha``, its object id; otherwise ``combine_trees`` of every path's id."""
         return self.tree_hashes([sha], paths)[sha]
@@ -151,6 +163,14 @@ class Repo:
         records = [fields[start : start + len(LOG_FIELDS)] for start in range(0, len(fields) - 1, len(LOG_FIELDS))]
         by_sha = {record[0]: _commit_info(record) for record in records}
         return [by_sha[full[sha]] for sha in shas]
+
+    def patch_id(self, sha: str, paths: Sequence[str]) -> str | None:
+        """``git patch-id --stable`` of the commit's change to ``paths``: equal for a re-land of the
+        same change, whatever its parent; None when the commit does not touch them."""
+        diff = self._repo.git.diff(f"{sha}^1", sha, "--", *paths)
+        if not diff:
+            return None
+        return self._run("patch-id", "--stable", stdin=diff + "\n").split()[0]
 
     def _verify_commits(self, revs: Iterable[str]) -> dict[str, str]:
         """Each revision's full commit SHA; an unknown one is a UsageError."""
