@@ -163,3 +163,35 @@ class Run(Base):
     seed: Mapped[int]
     trigger: Mapped[str] = mapped_column(String(16))
     session_id: Mapped[int | None] = mapped_column(ForeignKey("bisect_sessions.id"))
+
+
+class TrackState(Base):
+    """The last commit ``regtrack track`` has looked at, per repository, target and branch."""
+
+    __tablename__ = "track_states"
+
+    repository_id: Mapped[int] = mapped_column(ForeignKey("repositories.id"), primary_key=True)
+    target: Mapped[str] = mapped_column(String(255), primary_key=True)
+    branch: Mapped[str] = mapped_column(String(255), primary_key=True)
+    last_sha: Mapped[str] = mapped_column(String(64))
+    updated_at: Mapped[datetime]
+
+
+class TransitionRow(Base):
+    """A pass/fail transition found by a scan or by the scheduled job."""
+
+    __tablename__ = "transitions"
+    __table_args__ = (UniqueConstraint("repository_id", "target", "probe", "sha", "kind"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    repository_id: Mapped[int] = mapped_column(ForeignKey("repositories.id"))
+    target: Mapped[str] = mapped_column(String(255))
+    probe: Mapped[str] = mapped_column(String(255))
+    sha: Mapped[str] = mapped_column(String(64))
+    kind: Mapped[str] = mapped_column(String(16))
+    pairs_with: Mapped[str | None] = mapped_column(String(64))
+    pair_kind: Mapped[str | None] = mapped_column(String(16))
+    candidates: Mapped[list[str]] = mapped_column(JSON)
+    authored_at: Mapped[datetime]
+    found_at: Mapped[datetime]
+    trigger: Mapped[str] = mapped_column(String(16))

@@ -35,6 +35,8 @@ from db.models import (
     Repository,
     Run,
     TargetTree,
+    TrackState,
+    TransitionRow,
 )
 from db.paths import default_db_url
 from probes.api import Outcome
@@ -144,6 +146,22 @@ class StepRow:
     verdict: str
     reused: bool
     created_at: datetime
+
+
+@dataclass(frozen=True)
+class TransitionRecord:
+    """A transition as scans and the scheduled job store it; ``candidates`` lists the commits it may
+    be when untestable ones hide it."""
+
+    probe: str
+    sha: str
+    kind: Literal["regression", "fix"]
+    pairs_with: str | None
+    pair_kind: str | None
+    candidates: tuple[str, ...]
+    authored_at: datetime
+    trigger: str
+    found_at: datetime | None = None
 
 
 def upgrade(url: str | None = None, *, busy_timeout_ms: int = 5000) -> None:
@@ -369,6 +387,55 @@ class Store:
         )
         with self._reading() as session:
             return [_session_row(row) for row in session.scalars(query)]
+
+    def last_tracked(self, repo_id: int, target: str, branch: str) -> str | None:
+        with self._reading() as session:
+            return session.scalar(
+                select(TrackState.last_sha).where(
+                    TrackState.repository_id == repo_id, TrackState.target == target, TrackState.branch == branch
+                )
+            )
+
+    def set_tracked(self, repo_id: int, target: str, branch: str, sha: str) -> None:
+        with self._writing() as session:
+            session.merge(TrackState(repository_id=repo_id, target=target, branch=branch, last_sha=sha, updated_at=_now()))
+
+    def record_transitions(self, repo_id: int, target: str, transitions: list[TransitionRecord]) -> list[TransitionRecord]:
+        """Store the transitions not stored before; returns those that are new."""
+        new = []
+        with self._writing() as session:
+            for t in transitions:
+                exists = session.scalar(
+                    select(TransitionRow.id).where(
+                        TransitionRow.repository_id == repo_id,
+                        TransitionRow.target == target,
+                        TransitionRow.probe == t.probe,
+                        TransitionRow.sha == t.sha,
+                        TransitionRow.kind == t.kind,
+                    )
+                )
+                if exists is None:
+                    found_at = _now()
+                    values = {**asdict(t), "candidates": list(t.candidates), "found_at": found_at}
+                    session.add(TransitionRow(repository_id=repo_id, target=target, **values))
+                    new.append(TransitionRecord(**{**asdict(t), "found_at": found_at}))
+        return new
+
+    def transitions(self, repo_id: int, target: str | None = None, probe: str | None = None) -> list[TransitionRecord]:
+        """Stored transitions, oldest commit first."""
+        query = select(TransitionRow).where(TransitionRow.repository_id == repo_id)
+        if target is not None:
+            query = query.where(TransitionRow.target == target)
+        if probe is not None:
+            query = query.where(TransitionRow.probe == probe)
+        with self._reading() as session:
+            rows = session.scalars(query.order_by(TransitionRow.authored_at, TransitionRow.id)).all()
+            return [
+                TransitionRecord(
+                    r.probe, r.sha, r.kind, r.pairs_with, r.pair_kind, tuple(r.candidates), r.authored_at, r.trigger, r.found_at
+                )
+                for r in rows
+            ]
 
     @contextmanager
     def _reading(self) -> Iterator[Session]:

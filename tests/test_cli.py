@@ -146,7 +146,7 @@ def test_a_killed_bisect_resumes_with_the_same_answer(demo: tuple[Path, DemoMani
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and process.poll() is None:
-        if process.stderr and "(ran)" in (line := process.stderr.readline()):
+        if process.stderr and "(ran)" in process.stderr.readline():
             break
     process.send_signal(signal.SIGKILL)
     process.wait()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import datetime, timezone
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,9 +15,17 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
-from rich.table import Table
 
+from db.paths import data_dir
+from probes.api import Outcome
+
+from . import render
+from .bisect_session import BisectSession
 from .errors import UsageError
+from .queries import filter_runs, parse_tolerance, regressions_of, verdict_under
+from .scan import Scanner
+from .track import record_scan, run_track, track_lock, write_reports
+from .transitions import State
 from .verdicts import Verdict
 from .workspace import ExecutionOptions, Workspace
 
@@ -146,6 +155,7 @@ def scan(range_spec: str, probe_names: tuple[str, ...], max_samples: int, confir
         probers = [ws.prober(p, executor, "scan", options.seed) for p in ws.probes(probe_names)]
         with err.status("scanning") as status:
             report = Scanner(ws.repo, probers, max_samples, confirm, progress=lambda text: status.update(f"scanning: {text}")).scan(line)
+        record_scan(ws, probers[0].repo_id, report)
     if as_json:
         _emit_json(report.to_json())
     else:
@@ -154,18 +164,72 @@ def scan(range_spec: str, probe_names: tuple[str, ...], max_samples: int, confir
 
 
 @main.command()
+@click.option("--branch", help="Branch to follow (default: the target's branch).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), help="Where the JUnit XML, markdown and JSON go (default: the data directory's reports/).")
+@click.option("--wait", is_flag=True, help="Wait for a running track of the same target instead of exiting.")
+@click.option("--probe", "probe_names", multiple=True, help="Probe to track (repeatable; default: the target's probes).")
+@target_options
+@execution_options
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON report.")
+def track(branch: str | None, out_dir: Path | None, wait: bool, probe_names: tuple[str, ...], repo: Path | None, target: str | None, as_json: bool, **execution: Any) -> None:
+    """The scheduled job: probe new commits, record transitions, pin down new regressions (exit 1)."""
+    options = _execution(**execution)
+    with workspace(repo, target) as ws:
+        with track_lock(ws.repo.path, ws.target.name, wait), options.executor() as executor:
+            probers = [ws.prober(p, executor, "track", options.seed) for p in ws.probes(probe_names)]
+            with err.status("tracking"):
+                result = run_track(ws, branch or ws.target.branch, executor, options.seed, probers)
+        reports = write_reports(result, out_dir or data_dir() / "reports" / ws.target.name, ws.repo.path, [p.probe.name for p in probers])
+    if as_json:
+        _emit_json(result.to_json())
+    else:
+        out.print(render.track_summary(result, reports))
+    sys.exit(1 if result.new_regressions else 0)
+
+
+@main.command()
+@click.option("--open", "only_open", is_flag=True, help="Only regressions not fixed since.")
+@target_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def regressions(only_open: bool, repo: Path | None, target: str | None, as_json: bool) -> None:
+    """Regressions found by scans and the scheduled job."""
+    with workspace(repo, target) as ws:
+        repo_id = ws.store.repository(ws.repo.path)
+        found = regressions_of(ws.store.transitions(repo_id, ws.target.name), only_open)
+        commits = {t.sha: ws.store.commit(repo_id, t.sha) for t in found}
+    if as_json:
+        _emit_json([render.transition_json(t, commits[t.sha]) for t in found])
+    else:
+        out.print(render.regressions_table(found, commits, only_open))
+
+
+@main.command()
 @click.option("--probe", "probe_name", help="Only this probe.")
+@click.option("--range", "range_spec", help="Only commits of this first-parent range (A..B, or B).")
+@click.option("--since", type=click.DateTime(), help="Only runs started at or after this time (UTC).")
+@click.option("--until", type=click.DateTime(), help="Only runs started at or before this time (UTC).")
+@click.option("--env", "environment", help="Only runs in this environment: a fingerprint prefix or part of the GPU name (cpu for none).")
+@click.option("--outcome", type=click.Choice([o.value for o in Outcome]), help="Only runs with this outcome.")
+@click.option("--tolerance", type=click.FloatRange(min=0), help="Re-derive verdicts from stored metrics with this relative-error bound.")
+@click.option("--abs-tolerance", type=click.FloatRange(min=0), help="With --tolerance: also bound the max abs error.")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1), help="Newest runs to show.")
 @target_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def history(probe_name: str | None, limit: int, repo: Path | None, target: str | None, as_json: bool) -> None:
-    """Stored probe runs of the target's repository, newest first."""
+def history(probe_name: str | None, range_spec: str | None, since: datetime | None, until: datetime | None, environment: str | None, outcome: str | None, tolerance: float | None, abs_tolerance: float | None, limit: int, repo: Path | None, target: str | None, as_json: bool) -> None:
+    """Stored probe runs, newest first, filtered; nothing is run."""
     with workspace(repo, target) as ws:
-        runs = ws.store.runs(repo_id=ws.store.repository(ws.repo.path), probe=probe_name, limit=limit)
+        shas = ws.repo.line(range_spec) if range_spec else None
+        runs = ws.store.runs(repo_id=ws.store.repository(ws.repo.path), probe=probe_name, shas=shas, outcome=outcome)
+    runs = filter_runs(runs, _utc(since), _utc(until), environment)[:limit]
+    rederived = {r.id: verdict_under(r, parse_tolerance(tolerance, abs_tolerance)) for r in runs} if tolerance is not None else None
     if as_json:
-        _emit_json([render.run_json(r) for r in runs])
+        _emit_json([render.run_json(r, rederived) for r in runs])
     else:
-        out.print(render.runs_table(runs, "stored runs, newest first"))
+        out.print(render.runs_table(runs, "stored runs, newest first", rederived))
+
+
+def _utc(moment: datetime | None) -> datetime | None:
+    return moment.replace(tzinfo=timezone.utc) if moment is not None and moment.tzinfo is None else moment
 
 
 @main.command()
@@ -223,9 +287,5 @@ def demo(path: Path | None, commits: int, as_json: bool, **execution: Any) -> No
             out.print(render.bisect_summary(report))
 
 
-from . import render  # noqa: E402
-from .scan import Scanner  # noqa: E402
-from .transitions import State  # noqa: E402
-from .bisect_session import BisectSession  # noqa: E402
 if __name__ == "__main__":
     main()

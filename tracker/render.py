@@ -10,14 +10,18 @@ from rich.table import Table
 from rich.text import Text
 
 from db.store import CommitInfo, RunRow
+from probes.api import Outcome
 
 from .measure import Measurement
 from .verdicts import Verdict
 
 if TYPE_CHECKING:
+    from db.store import TransitionRecord
+
     from .bisect_session import BisectReport, Step, StepCallback
     from .demo import DemoResult
     from .scan import ScanReport
+    from .track import TrackResult
 
 STYLE = {"good": "green", "pass": "green", "bad": "red", "fail": "red", "crash": "red", "timeout": "red", "skip": "yellow", "error": "yellow"}
 
@@ -54,16 +58,20 @@ def measurements_table(rows: list[dict[str, Any]]) -> Table:
     return table
 
 
-def run_json(run: RunRow) -> dict[str, Any]:
+def run_json(run: RunRow, rederived: dict[int, Outcome] | None = None) -> dict[str, Any]:
     data = asdict(run)
     data["outcome"] = run.outcome.value
     data["started_at"] = run.started_at.isoformat()
+    if rederived is not None:
+        data["outcome_at_tolerance"] = rederived[run.id].value
     return data
 
 
-def runs_table(runs: list[RunRow], title: str) -> Table:
-    table = Table("when", "commit", "subject", "probe", "case", "outcome", "s", "env", "signature", title=title)
+def runs_table(runs: list[RunRow], title: str, rederived: dict[int, Outcome] | None = None) -> Table:
+    columns = ["when", "commit", "subject", "probe", "case", "outcome", "s", "env", "signature"]
+    table = Table(*columns, *(["at tolerance"] if rederived is not None else []), title=title)
     for r in runs:
+        extra = [styled(rederived[r.id].value)] if rederived is not None else []
         table.add_row(
             r.started_at.strftime("%Y-%m-%d %H:%M"),
             short(r.sha),
@@ -74,6 +82,7 @@ def runs_table(runs: list[RunRow], title: str) -> Table:
             f"{r.duration_s:.2f}",
             r.gpu_name or "cpu",
             (r.signature or "")[:60],
+            *extra,
         )
     return table
 
@@ -140,3 +149,35 @@ def scan_summary(report: ScanReport) -> Group:
             parts.append(Text(f"  {kind} from {short(s.first)} to {short(s.last)}", style="yellow"))
     parts.append(Text(f"{report.executions} executions, {report.reused} results reused from the store"))
     return Group(*parts)
+
+
+def track_summary(result: TrackResult, reports: list[Any]) -> Group:
+    parts: list[Any] = []
+    if result.scan is None:
+        parts.append(Text(f"nothing new on {result.branch} since {short(result.head)}"))
+    else:
+        since = f"since {short(result.since)}" if result.since else "(baseline)"
+        parts.append(Text(f"{result.commits} new commits on {result.branch} {since} up to {short(result.head)}; {result.scan.executions} executions"))
+        parts.append(scan_summary(result.scan))
+    for r in result.new_regressions:
+        parts.append(Text.assemble(("new regression ", "bold red"), f"in {r.transition.probe} at {short(r.transition.commit.sha)} {r.transition.commit.subject}: {r.measurement.signature or ''}"))
+    parts += [Text(f"wrote {path}") for path in reports]
+    return Group(*parts)
+
+
+def transition_json(t: TransitionRecord, commit: CommitInfo | None) -> dict[str, Any]:
+    data = asdict(t)
+    data["authored_at"] = t.authored_at.isoformat()
+    data["found_at"] = t.found_at.isoformat() if t.found_at else None
+    data["subject"] = commit.subject if commit else None
+    data["pr_number"] = commit.pr_number if commit else None
+    return data
+
+
+def regressions_table(found: list[TransitionRecord], commits: dict[str, CommitInfo | None], only_open: bool) -> Table:
+    table = Table("probe", "commit", "subject", "PR", "pairs with", "found", title="open regressions" if only_open else "regressions")
+    for t in found:
+        commit = commits.get(t.sha)
+        pair = f"{t.pair_kind} {short(t.pairs_with)}" if t.pairs_with else ""
+        table.add_row(t.probe, short(t.sha), commit.subject[:60] if commit else "", f"#{commit.pr_number}" if commit and commit.pr_number else "", pair, f"{t.found_at:%Y-%m-%d %H:%M}" if t.found_at else "")
+    return table
