@@ -9,15 +9,14 @@ it arrives, so an interrupted command loses at most the cases in flight.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 from db.store import RunRecord, Store, StoredRun
 from probes.api import Outcome, Probe
 
 from .config import Target
-from .executors import Job, LocalExecutor
+from .executors import Job, JobResult, LocalExecutor
 from .revisions import Repo
 from .snapshots import SnapshotCache
 from .verdicts import Verdict, verdict_of
@@ -103,52 +102,86 @@ class Prober:
             by_attempt.setdefault(run.attempt, []).append(run.outcome)
         return [verdict_of(outcomes) for _, outcomes in sorted(by_attempt.items())]
 
-    def measure(
-        self,
-        sha: str,
-        tree_hash: str,
-        session_id: int | None = None,
-        on_case: Callable[[CaseOutcome], None] | None = None,
-        rerun: bool = False,
-    ) -> Measurement:
+    def measure(self, sha: str, tree_hash: str, session_id: int | None = None, rerun: bool = False) -> Measurement:
         """Stored results when every case has one (unless ``rerun``), else run what is missing."""
-        known = {} if rerun else self.stored(tree_hash)
+        return self.measure_many([Request(sha, tree_hash, rerun)], session_id)[0]
+
+    def measure_many(self, requests: list[Request], session_id: int | None = None) -> list[Measurement]:
+        """Measure several revisions in one round: every missing case goes to the executor at once,
+        so W workers measure W revisions side by side. A tree asked for twice is run once."""
+        plans: dict[tuple[str, bool], _Plan] = {}
+        for request in requests:
+            key = (request.tree_hash, request.rerun)
+            if key not in plans:
+                plans[key] = self._plan(request)
+        jobs = [job for plan in plans.values() for job in plan.jobs]
+        results = iter(self.executor.run_many(jobs) if jobs else [])
+        for plan in plans.values():
+            for job in plan.jobs:
+                result = next(results)
+                self.store.add_run(plan.record(self, job, result, session_id))
+                plan.cases[job.case_id] = CaseOutcome(job.case_id, result.outcome, result.signature, result.metrics)
+            if plan.jobs:
+                self.executions += 1
+            else:
+                self.reused += 1
+        measured = []
+        for request in requests:
+            plan = plans[(request.tree_hash, request.rerun)]
+            ordered = tuple(plan.cases[case.id] for case in self.probe.cases)
+            verdict = verdict_of(c.outcome for c in ordered)
+            measured.append(Measurement(request.sha, request.tree_hash, verdict, ordered, reused=not plan.jobs))
+        return measured
+
+    def _plan(self, request: Request) -> _Plan:
+        known = {} if request.rerun else self.stored(request.tree_hash)
+        plan = _Plan(request, {case_id: _case_outcome(run) for case_id, run in known.items()})
         missing = [case for case in self.probe.cases if case.id not in known]
-        cases = {case_id: _case_outcome(run) for case_id, run in known.items()}
         if missing:
-            root = self.snapshots.materialise(self.repo, sha, self.target.paths)
-            attempt = 1 + max((run.attempt for run in self.stored(tree_hash).values()), default=0)
-            seed = self.seed + attempt - 1 if self.seed is not None else secrets.randbits(31)
-            jobs = [Job(self.probe.name, case.id, str(root), self.executor.device, self.executor.dtype, seed) for case in missing]
-            for job, result in zip(jobs, self.executor.run_many(jobs)):
-                self.store.add_run(
-                    RunRecord(
-                        repo_id=self.repo_id,
-                        sha=sha,
-                        tree_hash=tree_hash,
-                        environment_id=self.environment_id,
-                        probe_id=self.probe_id,
-                        case_id=job.case_id,
-                        outcome=result.outcome,
-                        metrics=result.metrics,
-                        signature=result.signature,
-                        detail=result.detail,
-                        duration_s=result.duration_s,
-                        started_at=datetime.now(timezone.utc) - timedelta(seconds=result.duration_s),
-                        attempt=attempt,
-                        seed=seed,
-                        trigger=self.trigger,
-                        session_id=session_id,
-                    )
-                )
-                cases[job.case_id] = CaseOutcome(job.case_id, result.outcome, result.signature, result.metrics)
-                if on_case is not None:
-                    on_case(cases[job.case_id])
-            self.executions += 1
-        else:
-            self.reused += 1
-        ordered = tuple(cases[case.id] for case in self.probe.cases)
-        return Measurement(sha, tree_hash, verdict_of(c.outcome for c in ordered), ordered, reused=not missing)
+            root = self.snapshots.materialise(self.repo, request.sha, self.target.paths)
+            plan.attempt = 1 + max((run.attempt for run in self.stored(request.tree_hash).values()), default=0)
+            plan.seed = self.seed + plan.attempt - 1 if self.seed is not None else secrets.randbits(31)
+            device, dtype = self.executor.device, self.executor.dtype
+            plan.jobs = [Job(self.probe.name, case.id, str(root), device, dtype, plan.seed) for case in missing]
+        return plan
+
+
+@dataclass(frozen=True)
+class Request:
+    sha: str
+    tree_hash: str
+    rerun: bool = False
+
+
+@dataclass
+class _Plan:
+    """What measuring one request takes: the cases already known and the jobs still to run."""
+
+    request: Request
+    cases: dict[str, CaseOutcome]
+    jobs: list[Job] = field(default_factory=list)
+    attempt: int = 1
+    seed: int = 0
+
+    def record(self, prober: Prober, job: Job, result: JobResult, session_id: int | None) -> RunRecord:
+        return RunRecord(
+            repo_id=prober.repo_id,
+            sha=self.request.sha,
+            tree_hash=self.request.tree_hash,
+            environment_id=prober.environment_id,
+            probe_id=prober.probe_id,
+            case_id=job.case_id,
+            outcome=result.outcome,
+            metrics=result.metrics,
+            signature=result.signature,
+            detail=result.detail,
+            duration_s=result.duration_s,
+            started_at=datetime.now(timezone.utc) - timedelta(seconds=result.duration_s),
+            attempt=self.attempt,
+            seed=self.seed,
+            trigger=prober.trigger,
+            session_id=session_id,
+        )
 
 
 def _case_outcome(run: StoredRun) -> CaseOutcome:
