@@ -1,0 +1,215 @@
+"""Benchmark `regtrack bisect` against `git bisect run`: same probe, same range, one run.
+
+    python scripts/bench_bisect.py [--commits 1024] [--keep DIR] [--device cpu --dtype float32]
+
+Builds the demo history and bisects a range holding exactly one transition of the probe
+``target_verify_metadata``: good is the commit that mends the untestable stretch (the backend
+imports, the metadata bug is not there yet), bad is the first-parent parent of the bug's fix; the
+first bad commit is the one that introduced the bug. The range holds a merge, so git bisects with
+``--first-parent``.
+
+* git: ``git bisect start --first-parent BAD GOOD`` in a separate clone (git bisect checks out in
+  the work tree), then ``git bisect run python -c PROBE``, PROBE running the same probe on the
+  checked-out tree in its own Python process per step (exit 0 good, 1 bad, 125 skip). Every
+  execution is counted through a counter file. git does not test the ends.
+* regtrack: ``python -m tracker.cli bisect --good G --bad B --probe P --repo DEMO --json`` in a
+  subprocess with ``REGTRACK_HOME`` a fresh directory; its executions count both ends. The same
+  command is then run again; its executions should be 0.
+
+Wall times cover each whole command, interpreter start-up included (for git: bisect start and
+bisect run; the clone is set-up). Exits 1 when either tool names a wrong culprit, else 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# Runs from a checkout, where regtrack need not be installed.
+sys.path.insert(0, str(ROOT))
+
+from tracker.demo_history import DemoManifest, build_demo_history
+
+PROBE = "target_verify_metadata"
+BUG = "target_verify_overwrite"
+COUNTER_ENV = "REGTRACK_BENCH_COUNTER"
+
+# The probe step for `git bisect run`: one fresh Python process per step, the same probe and the
+# same verdict rule as regtrack (any fail/crash/timeout is bad; an error, or no passing case, skips).
+GIT_PROBE = """
+import os, sys
+from pathlib import Path
+with open(os.environ[{counter!r}], "a") as counter:
+    counter.write(os.getcwd() + "\\n")
+from probes import Outcome, ProbeContext, get_probe, run_probe, summarize
+result = summarize(run_probe(get_probe({probe!r}), ProbeContext(root=Path.cwd(), device={device!r}, dtype={dtype!r})))
+bad = {{Outcome.FAIL, Outcome.CRASH, Outcome.TIMEOUT}}
+sys.exit(1 if result.outcome in bad else 0 if result.outcome is Outcome.PASS else 125)
+"""
+
+
+@dataclass
+class ToolResult:
+    tool: str
+    executions: int | None
+    wall_s: float
+    culprit: str | None
+    returncode: int
+    note: str = ""
+    reused: int | None = None
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """Our environment without GIT_* overrides or a REGTRACK_DB_URL that would point at another store."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") and k != "REGTRACK_DB_URL"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    env.update(extra)
+    return env
+
+
+def git(repo: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    result = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, env=env or clean_env(), check=False)
+    if result.returncode != 0:
+        raise RuntimeError(f"git {' '.join(args)} failed in {repo}: {result.stderr.strip()}")
+    return result.stdout
+
+
+def pick_range(manifest: DemoManifest, repo: Path) -> tuple[str, str, str, int, int]:
+    """(good, bad, first bad, n commits in (good, bad] on the first-parent line, merges among them)."""
+    span = manifest.bugs[BUG]
+    good = manifest.untestable.mended
+    bad = git(repo, "rev-parse", f"{span.fixed}^1").strip()
+    line = git(repo, "rev-list", "--first-parent", f"{good}..{bad}").split()
+    merges = git(repo, "rev-list", "--first-parent", "--merges", f"{good}..{bad}").split()
+    if span.introduced not in line:
+        raise RuntimeError(f"the introducing commit {span.introduced} is not in ({good}, {bad}]")
+    return good, bad, span.introduced, len(line), len(merges)
+
+
+def run_git(demo: Path, work: Path, good: str, bad: str, device: str, dtype: str) -> ToolResult:
+    clone = work / "git-bisect-clone"
+    git(work, "clone", "--quiet", str(demo), str(clone))
+    counter = work / "git-probe-count.txt"
+    counter.write_text("")
+    env = clean_env(**{COUNTER_ENV: str(counter)})
+    code = GIT_PROBE.format(counter=COUNTER_ENV, probe=PROBE, device=device, dtype=dtype)
+    started = time.perf_counter()
+    start = subprocess.run(
+        ["git", "bisect", "start", "--first-parent", bad, good], cwd=clone, env=env, capture_output=True, text=True, check=False
+    )
+    if start.returncode != 0:
+        raise RuntimeError(f"git bisect start failed: {start.stderr.strip()}")
+    run = subprocess.run(
+        ["git", "bisect", "run", sys.executable, "-c", code], cwd=clone, env=env, capture_output=True, text=True, check=False
+    )
+    wall = time.perf_counter() - started
+    (work / "git-bisect-run.log").write_text(run.stdout + run.stderr)
+    found = re.search(r"^([0-9a-f]{40}) is the first bad commit", run.stdout, re.MULTILINE)
+    executions = len(counter.read_text().splitlines())
+    subprocess.run(["git", "bisect", "reset", "--quiet"], cwd=clone, env=env, capture_output=True, check=False)
+    note = "" if run.returncode == 0 else f"git bisect run exited {run.returncode}; see {work / 'git-bisect-run.log'}"
+    return ToolResult("git bisect run (ends not tested)", executions, wall, found.group(1) if found else None, run.returncode, note)
+
+
+def run_regtrack(label: str, demo: Path, home: Path, good: str, bad: str, device: str, dtype: str, log: Path) -> ToolResult:
+    command = [
+        sys.executable, "-m", "tracker.cli", "bisect", "--good", good, "--bad", bad, "--probe", PROBE,
+        "--repo", str(demo), "--device", device, "--dtype", dtype, "--json",
+    ]  # fmt: skip
+    env = clean_env(REGTRACK_HOME=str(home))
+    started = time.perf_counter()
+    result = subprocess.run(command, cwd=demo.parent, env=env, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - started
+    log.write_text(result.stdout + result.stderr)
+    try:
+        report = json.loads(result.stdout)
+    except json.JSONDecodeError:
+        tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        return ToolResult(label, None, wall, None, result.returncode, f"exit {result.returncode}: {tail}")
+    return ToolResult(
+        label, report.get("executions"), wall, report.get("culprit"), result.returncode, reused=report.get("reused")
+    )
+
+
+def table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
+    return "\n".join([line(header), "  ".join("-" * w for w in widths), *(line(r) for r in rows)])
+
+
+def bench(work: Path, commits: int, device: str, dtype: str) -> int:
+    demo = work / "demo"
+    started = time.perf_counter()
+    manifest = build_demo_history(demo, commits)
+    build_s = time.perf_counter() - started
+    good, bad, first_bad, n, merges = pick_range(manifest, demo)
+    print(f"demo history: {commits} commits, built in {build_s:.1f} s at {demo}")
+    print(f"probe {PROBE}, range good {good[:12]} .. bad {bad[:12]}: n = {n} first-parent commits in (good, bad], {merges} merge(s)")
+    print(f"expected first bad commit: {first_bad[:12]} (the introduction of {BUG})")
+    print(flush=True)
+
+    home = work / "regtrack-home"
+    results = [
+        run_git(demo, work, good, bad, device, dtype),
+        run_regtrack("regtrack bisect (both ends counted)", demo, home, good, bad, device, dtype, work / "regtrack-1.log"),
+        run_regtrack("regtrack bisect, 2nd identical run", demo, home, good, bad, device, dtype, work / "regtrack-2.log"),
+    ]
+    git_result, first, second = results
+
+    def executions(r: ToolResult) -> str:
+        if r.executions is None:
+            return "?"
+        return f"{r.executions} (+{r.reused} reused)" if r.reused else str(r.executions)
+
+    rows = [[r.tool, executions(r), f"{r.wall_s:.1f}", "yes" if r.culprit == first_bad else "no"] for r in results]
+    print(table(rows, ["tool", "executions", "wall s", "culprit ok"]))
+    for r in results:
+        if r.culprit != first_bad:
+            print(f"  {r.tool}: named {r.culprit or 'nothing'}, expected {first_bad}" + (f"; {r.note}" if r.note else ""))
+    print()
+    limit = math.ceil(math.log2(n)) + 2
+    ok = first.executions is not None and first.executions <= limit
+    print(f"regtrack executions <= ceil(log2 n) + 2: {'yes' if ok else 'no'} ({first.executions} <= {limit})")
+    print(f"git bisect run executions = {git_result.executions} (ends not tested; {git_result.executions + 2} with them)")
+    print(f"wall ratio regtrack/git = {first.wall_s / git_result.wall_s:.2f} (target <= 0.5)")
+    print(f"second identical bisect executions = {second.executions} (target 0)")
+    return 0 if all(r.culprit == first_bad for r in results) else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Compare regtrack bisect with git bisect run on the demo history.")
+    parser.add_argument("--commits", type=int, default=1024, help="first-parent commits of the demo history")
+    parser.add_argument("--keep", type=Path, metavar="DIR", help="work in DIR (missing or empty) and keep it")
+    parser.add_argument("--device", default="cpu", help="probe device for both tools (cpu or cuda)")
+    parser.add_argument("--dtype", help="probe dtype (default: float32 on cpu, bfloat16 on cuda)")
+    args = parser.parse_args(argv)
+    dtype = args.dtype or ("bfloat16" if args.device.startswith("cuda") else "float32")
+    if args.keep is not None:
+        if args.keep.exists() and (not args.keep.is_dir() or any(args.keep.iterdir())):
+            print(f"bench_bisect: {args.keep} exists and is not an empty directory", file=sys.stderr)
+            return 2
+        args.keep.mkdir(parents=True, exist_ok=True)
+        return bench(args.keep.resolve(), args.commits, args.device, dtype)
+    work = Path(tempfile.mkdtemp(prefix="regtrack-bench-bisect-"))
+    try:
+        return bench(work, args.commits, args.device, dtype)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
