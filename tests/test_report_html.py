@@ -1,0 +1,583 @@
+"""The HTML report: pure checks of the rendered text, and the page loaded in headless Chromium.
+
+The Chromium tests speak the DevTools protocol over ``--remote-debugging-pipe`` (commands on the
+child's fd 3, replies on fd 4, NUL-separated JSON), so they need no package beyond the standard
+library; they skip only where no ``chromium`` binary exists (``.ci/run`` installs one).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import select
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tracker.report_html import CSP, render_html
+from tracker.report_model import (
+    Cell,
+    ReportBisect,
+    ReportBisectStep,
+    ReportCommit,
+    ReportData,
+    ReportEnvironment,
+    ReportStretch,
+    ReportTransition,
+)
+from tracker.transitions import State, find_transitions
+
+SCRIPT_SUBJECT = "<script>document.title='pwned'</script>"
+IMG_SUBJECT = "\"><img src=x onerror=\"document.title='pwned'\">"
+TV = ("target_verify_metadata", "target_verify_attention")
+PROBES = (*TV, "decode_graph_replay", "swa_page_table")
+START = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
+
+
+def _sha(i: int) -> str:
+    return hashlib.sha1(f"commit {i}".encode()).hexdigest()
+
+
+# ---------------------------------------------------------------------------- the demo story
+
+
+def demo_report() -> ReportData:
+    """The demo history's story as a report: an untestable stretch, the SWA bug, the target-verify
+    bug introduced, fixed, reverted and re-landed, a flaky stretch; two subjects try to inject."""
+    subjects = {
+        0: "Initial import of the serving engine and its attention backend",
+        4: "Move kernel selection into kernels.registry",
+        7: "Fix backend import after the kernel registry move",
+        10: "Translate only whole pages of the SWA page table",
+        12: SCRIPT_SUBJECT,
+        13: "[Spec v2] Draft-extend CUDA graphs for EAGLE",
+        16: "Fix SWA page table for a partly filled last page",
+        17: "Merge branch 'docs/attention-backends'",
+        18: "Fix TRTLLM target verify query metadata",
+        20: 'Revert "Fix TRTLLM target verify query metadata (#1240)"',
+        22: IMG_SUBJECT,
+        24: "Fix TRTLLM target verify query metadata",
+        27: "Skip the in-flight token's page in the decode page-table copy",
+        31: "Copy the decode page table for the newest token too",
+    }
+    filler = ("Tidy scheduler logging", "Bump ruff to 0.9", "Document the page-size knob", "Speed up the radix cache lookup",
+              "Add a chunked-prefill test", "Rename ForwardMode helpers", "Trim a warning in the tokenizer manager")
+    people = ("Ada Lindqvist", "Baptiste Moreau", "Chen Wei", "Divya Raman", "Emeka Obi")
+    commits = []
+    pr = 1200
+    for i in range(36):
+        pr += 1 + i * 7 % 11
+        subject = subjects.get(i, filler[i % len(filler)])
+        commits.append(ReportCommit(_sha(i), f"{subject} (#{pr})" if i not in (12, 22) else subject,
+                                    None if i in (12, 17, 22) else pr, people[i % 5], START + timedelta(minutes=45 * i)))
+    sha = [c.sha for c in commits]
+    cells: dict[tuple[str, str], Cell] = {}
+    signatures = {
+        "target_verify_metadata": "max_seq_len_q 4 != 2 after replay (n4_t2)",
+        "target_verify_attention": "max abs err 3.1e-01 > 2e-02; 7/8 rows mismatched",
+        "swa_page_table": "window pages [3, 4] != [3, 4, 5] <partial page>",
+        "decode_graph_replay": "replay 3: page id 17 != 18 (stale page)",
+    }
+    for i in range(36):
+        for probe in PROBES:
+            if i in (2, 9, 26) and probe != "target_verify_metadata":
+                continue  # not measured: docs-only commits
+            if 4 <= i <= 6:
+                cells[(sha[i], probe)] = Cell("skip", "ImportError: cannot import name 'make_kernel'", 1)
+                continue
+            bad = (
+                (probe in TV and (13 <= i < 18 or 20 <= i < 24))
+                or (probe == "swa_page_table" and 10 <= i < 16)
+            )
+            if probe == "decode_graph_replay" and 27 <= i <= 30:
+                cells[(sha[i], probe)] = Cell("flaky", signatures[probe], 3)
+            elif bad:
+                cells[(sha[i], probe)] = Cell("fail", signatures[probe], 3)
+            else:
+                cells[(sha[i], probe)] = Cell("pass", None, 1)
+    transitions = [
+        ReportTransition("swa_page_table", sha[10], "regression", None, None),
+        ReportTransition("swa_page_table", sha[16], "fix", None, None),
+    ]
+    for probe in TV:
+        transitions += [
+            ReportTransition(probe, sha[13], "regression", None, None),
+            ReportTransition(probe, sha[18], "fix", None, None),
+            ReportTransition(probe, sha[20], "regression", sha[18], "reverts"),
+            ReportTransition(probe, sha[24], "fix", sha[18], "relands"),
+        ]
+    stretches = [ReportStretch(p, "untestable", sha[4], sha[6]) for p in PROBES]
+    stretches.append(ReportStretch("decode_graph_replay", "flaky", sha[27], sha[30]))
+    bisects = [
+        ReportBisect(3, "target_verify_metadata", sha[0], sha[35], "done", sha[20], (sha[20],),
+                     (ReportBisectStep(sha[18], "good", True), ReportBisectStep(sha[27], "good", True),
+                      ReportBisectStep(sha[22], "bad", False), ReportBisectStep(sha[20], "bad", False),
+                      ReportBisectStep(sha[19], "good", True))),
+        ReportBisect(2, "swa_page_table", sha[7], sha[14], "done", sha[10], (sha[10],),
+                     (ReportBisectStep(sha[11], "bad", False), ReportBisectStep(sha[9], "good", False),
+                      ReportBisectStep(sha[10], "bad", False))),
+        ReportBisect(1, "target_verify_attention", sha[3], sha[15], "ambiguous", None, (sha[4], sha[5], sha[6], sha[7]),
+                     (ReportBisectStep(sha[5], "skip", False), ReportBisectStep(sha[8], "good", False))),
+    ]
+    environments = [
+        ReportEnvironment("3f9a0c1d2e4b5a6978", "cpu", None, None, None, None, "2.13.0+cpu", None, "3.11.7", "ci-runner-4"),
+        ReportEnvironment("b71e55aa90c2d34f11", "cuda", "NVIDIA H200", "9.0", "570.124.06", "12.8", "2.13.0+cu128", "0.7.2", "3.11.7", "gpu-node-17"),
+    ]
+    return ReportData(
+        "sglang (demo history)", START + timedelta(days=3), PROBES, tuple(commits), cells,
+        tuple(transitions), tuple(stretches), tuple(bisects), tuple(environments),
+    )
+
+
+def large_report(n: int = 1000) -> ReportData:
+    """``n`` commits; each probe breaks and mends periodically, some commits are untested, and a
+    regression hides behind an untestable stretch. Transitions come from ``find_transitions``."""
+    commits = tuple(ReportCommit(_sha(i), f"Change number {i} to the attention backend (#{5000 + i})", 5000 + i,
+                                 f"Author {i % 13}", START + timedelta(minutes=20 * i)) for i in range(n))
+    to_state = {"pass": State.GOOD, "fail": State.BAD, "skip": State.SKIP, "flaky": State.FLAKY}
+    cells: dict[tuple[str, str], Cell] = {}
+    transitions = []
+    for p, probe in enumerate(PROBES):
+        period = 97 + 31 * p
+        line: list[tuple[int, str]] = []
+        for i in range(n):
+            if p > 0 and i % 7 == 3:
+                continue  # untested
+            state = "fail" if (i + 13 * p) % period >= period - 9 else "pass"
+            if p == 0 and 600 <= i <= 611:
+                state = "skip"
+            elif p == 0 and 612 <= i <= 640:
+                state = "fail"
+            elif p == 1 and 300 <= i <= 305:
+                state = "flaky"
+            line.append((i, state))
+            cells[(commits[i].sha, probe)] = Cell(state, "signature" if state in ("fail", "flaky") else None, 1)
+        found, _ = find_transitions([to_state[state] for _, state in line])
+        for t in found:
+            transitions.append(ReportTransition(
+                probe, commits[line[t.index][0]].sha, t.kind.value, None, None,
+                tuple(commits[line[c][0]].sha for c in t.candidates) if len(t.candidates) > 1 else (),
+            ))
+    return ReportData("big/repo", START, PROBES, commits, cells, tuple(transitions),
+                      (ReportStretch(PROBES[0], "untestable", commits[600].sha, commits[611].sha),))
+
+
+# ---------------------------------------------------------------------------- parsing the output
+
+
+class Parsed(HTMLParser):
+    """Every start tag with its attributes, and all text, as a browser's tokenizer would see them."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.text: list[str] = []
+        self.feed(text)
+        self.close()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+    def all_text(self) -> str:
+        return "".join(self.text)
+
+    def attribute_values(self) -> list[str]:
+        return [v for _, attrs in self.tags for v in attrs.values() if v is not None]
+
+
+ALLOWED_TAGS = {
+    "html", "head", "meta", "link", "title", "style", "body", "header", "nav", "section", "footer", "h1", "h2", "h3",
+    "p", "a", "span", "b", "code", "div", "table", "thead", "tbody", "tr", "th", "td", "details", "summary",
+    "svg", "rect", "line", "path",
+}
+
+
+def hostile_report() -> ReportData:
+    """Every string field holds markup naming the field, so a field left unescaped shows as a tag."""
+
+    def h(name: str) -> str:
+        return f'<i>{name}</i>"\'&amp;<b onmouseover=x>'
+
+    probe = h("probe")
+    commits = tuple(
+        ReportCommit(h(f"sha{i}")[:12] + str(i), h(f"subject{i}"), 7, h(f"author{i}"), START + timedelta(hours=i)) for i in range(3)
+    )
+    sha = [c.sha for c in commits]
+    cells = {(sha[0], probe): Cell("pass"), (sha[1], probe): Cell("fail", h("signature"), 2), (sha[2], probe): Cell("pass")}
+    return ReportData(
+        h("repository"), START, (probe,), commits, cells,
+        (ReportTransition(probe, sha[1], "regression", None, None, (sha[0], sha[1])),
+         ReportTransition(probe, sha[2], "fix", sha[1], "reverts")),
+        (ReportStretch(probe, "flaky", sha[0], sha[0]),),
+        (ReportBisect(1, probe, sha[0], sha[2], h("status"), sha[1], (sha[1],), (ReportBisectStep(sha[1], "bad", True),)),
+         ReportBisect(2, probe, sha[0], sha[2], "ambiguous", None, (h("candidate"),), ())),
+        (ReportEnvironment(h("fingerprint"), *(h(f) for f in ("device", "gpu", "cc", "driver", "cuda", "torch", "flashinfer", "python", "host"))),),
+    )
+
+
+# ---------------------------------------------------------------------------- pure tests
+
+
+def test_head_declares_charset_and_a_policy_that_forbids_network_loads() -> None:
+    page = render_html(demo_report())
+    head = page[: page.index("</head>")]
+    assert page.startswith("<!DOCTYPE html>")
+    assert '<meta charset="utf-8">' in head
+    policies = [attrs for tag, attrs in Parsed(head).tags if tag == "meta" and attrs.get("http-equiv") == "Content-Security-Policy"]
+    assert len(policies) == 1
+    directives = {d.split()[0]: d.split()[1:] for d in policies[0]["content"].split(";") if d.strip()}
+    assert directives["default-src"] == ["'none'"]
+    assert directives["style-src"] == ["'unsafe-inline'"]
+    assert directives["img-src"] == ["data:"]
+    assert "script-src" not in directives  # no script at all: default-src 'none' forbids it
+    assert head.index("Content-Security-Policy") < head.index("<style>")
+    assert policies[0]["content"] == CSP
+
+
+@pytest.mark.parametrize("report", [demo_report, large_report, hostile_report])
+def test_no_external_url_and_nothing_to_fetch(report: Any) -> None:
+    page = render_html(report())
+    assert not re.search(r"https?:|//|url\(", page, re.IGNORECASE)
+    parsed = Parsed(page)
+    assert not [tag for tag, _ in parsed.tags if tag in {"script", "img", "iframe", "object", "embed", "image", "use", "base", "form"}]
+    for tag, attrs in parsed.tags:
+        assert "src" not in attrs and "srcset" not in attrs and "xlink:href" not in attrs
+        if "href" in attrs:
+            assert attrs["href"].startswith("#") or (tag, attrs["href"]) == ("link", "data:,"), (tag, attrs)
+
+
+def test_every_data_field_is_escaped() -> None:
+    data = hostile_report()
+    page = render_html(data)
+    parsed = Parsed(page)
+    assert {tag for tag, _ in parsed.tags} <= ALLOWED_TAGS
+    assert not [name for _, attrs in parsed.tags for name in attrs if name.startswith("on")]
+    assert "<i>" not in page and "<b " not in page
+    shown = parsed.all_text() + "\n".join(parsed.attribute_values())
+    fields = ["repository", "probe", "signature", "status", "candidate", "fingerprint",
+              "device", "gpu", "cc", "driver", "cuda", "torch", "flashinfer", "python", "host"]
+    fields += [f"subject{i}" for i in range(3)] + [f"author{i}" for i in range(3)]
+    for name in fields:
+        assert f'<i>{name}</i>"\'&amp;<b onmouseover=x>' in shown, name
+    for commit in data.commits:
+        assert commit.sha in shown and commit.sha[:12] in parsed.all_text()
+
+
+def grid_rows(page: str) -> list[str]:
+    grid = page[page.index('<table class="grid">') : page.index("</table>", page.index('<table class="grid">'))]
+    body = grid[grid.index("<tbody>") :]
+    return [attrs.get("id", "") for tag, attrs in Parsed(body).tags if tag == "tr"]
+
+
+def test_the_grid_has_one_row_per_commit_newest_first() -> None:
+    data = demo_report()
+    assert grid_rows(render_html(data)) == [f"c-{c.sha}" for c in reversed(data.commits)]
+
+
+def test_cells_carry_state_signature_and_transition_marks() -> None:
+    data = demo_report()
+    parsed = Parsed(render_html(data))
+    cells = [attrs for tag, attrs in parsed.tags if tag == "td" and "c" in (attrs.get("class") or "").split()]
+    assert len(cells) == len(data.commits) * len(data.probes)
+    by_title = {attrs["title"].split("\n")[0]: attrs for attrs in cells}
+    sha = [c.sha for c in data.commits]
+    first_bad = by_title[f"target_verify_metadata at {sha[13][:12]}: fail (3 runs)"]
+    assert "t-regression" in first_bad["class"] and "max_seq_len_q 4 != 2" in first_bad["title"]
+    assert "t-fix" in by_title[f"target_verify_attention at {sha[24][:12]}: pass (1 run)"]["class"]
+    assert "s-untested" in by_title[f"swa_page_table at {sha[2][:12]}: untested"]["class"]
+    assert "s-skip" in by_title[f"swa_page_table at {sha[5][:12]}: untestable (1 run)"]["class"]
+    assert "s-flaky" in by_title[f"decode_graph_replay at {sha[28][:12]}: flaky (3 runs)"]["class"]
+    assert "<partial page>" in by_title[f"swa_page_table at {sha[12][:12]}: fail (3 runs)"]["title"]
+    legend = Parsed(render_html(data)).all_text()
+    for word in ("pass", "fail", "untestable", "flaky", "untested"):
+        assert word in legend
+
+
+def test_transitions_tell_the_story_with_revert_and_reland_pairs() -> None:
+    data = demo_report()
+    text = " ".join(Parsed(render_html(data)).all_text().split())
+    s = [c.sha[:12] for c in data.commits]
+    pr = {i: c.pr_number for i, c in enumerate(data.commits)}
+    assert (
+        f"good since {s[24]} (relands {s[18]}, #{pr[24]}); broken before by {s[20]} (reverts {s[18]}, #{pr[20]}); "
+        f"fixed before by {s[18]} (#{pr[18]}); first broken by {s[13]} (#{pr[13]})"
+    ) in text
+    assert f"good since {s[16]} (#{pr[16]}); first broken by {s[10]}" in text
+    assert "no transition: good throughout" in text  # decode_graph_replay: only a flaky stretch
+    assert "Revert and re-land pairs" in text
+
+
+def test_hidden_transition_lists_its_candidates() -> None:
+    data = hostile_report()
+    page = render_html(data)
+    assert "one of 2 commits up to" in page
+    assert "t-candidate" in page
+
+
+def test_empty_report_renders() -> None:
+    page = render_html(ReportData("empty", START, (), ()))
+    assert "No commits." in page and "No transitions." in page and grid_rows(page) == []
+
+
+def test_a_thousand_commits_render_fast_and_compact() -> None:
+    data = large_report(1000)
+    started = time.perf_counter()
+    page = render_html(data)
+    elapsed = time.perf_counter() - started
+    assert len(grid_rows(page)) == 1000
+    assert elapsed < 5
+    assert len(page.encode()) < 4_000_000
+
+
+# ---------------------------------------------------------------------------- headless Chromium
+
+
+def chromium_binary() -> str | None:
+    return shutil.which("chromium") or next((p for p in ("/usr/bin/chromium",) if os.path.exists(p)), None)
+
+
+class Browser:
+    """Headless Chromium driven over the DevTools protocol on a pipe."""
+
+    FLAGS = (
+        "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        "--disable-extensions", "--disable-default-apps", "--mute-audio", "--remote-debugging-pipe",
+    )
+
+    def __init__(self, binary: str, profile: Path, log: Path) -> None:
+        commands_r, self._commands = os.pipe()
+        self._replies, replies_w = os.pipe()
+        # Chromium reads commands on fd 3 and writes replies on fd 4; bash moves the pipe ends there.
+        shell = f'exec "$0" "$@" 3<&{commands_r} 4>&{replies_w} {commands_r}<&- {replies_w}>&-'
+        self._log = log.open("wb")  # Chromium's output, open for the browser's lifetime
+        self.process = subprocess.Popen(
+            ["bash", "-c", shell, binary, *self.FLAGS, f"--user-data-dir={profile}", "about:blank"],
+            pass_fds=(commands_r, replies_w), stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
+        )
+        os.close(commands_r)
+        os.close(replies_w)
+        self._buffer = b""
+        self._next_id = 0
+        self.events: list[dict[str, Any]] = []
+
+    def _read(self, deadline: float) -> dict[str, Any]:
+        while b"\0" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self._replies], [], [], left)[0]:
+                raise TimeoutError("no reply from Chromium")
+            chunk = os.read(self._replies, 1 << 20)
+            if not chunk:
+                raise RuntimeError(f"Chromium exited: {self.process.poll()}")
+            self._buffer += chunk
+        message, self._buffer = self._buffer.split(b"\0", 1)
+        return json.loads(message)
+
+    def call(self, method: str, params: dict[str, Any] | None = None, session: str | None = None, timeout: float = 30) -> dict[str, Any]:
+        self._next_id += 1
+        message: dict[str, Any] = {"id": self._next_id, "method": method, "params": params or {}}
+        if session:
+            message["sessionId"] = session
+        os.write(self._commands, json.dumps(message).encode() + b"\0")
+        deadline = time.monotonic() + timeout
+        while True:
+            reply = self._read(deadline)
+            if reply.get("id") == self._next_id:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                return reply["result"]
+            self.events.append(reply)
+
+    def wait_for(self, method: str, session: str, timeout: float = 30) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        for event in self.events:
+            if event.get("method") == method and event.get("sessionId") == session:
+                return event
+        while True:
+            event = self._read(deadline)
+            self.events.append(event)
+            if event.get("method") == method and event.get("sessionId") == session:
+                return event
+
+    def load(self, path: Path) -> Page:
+        target = self.call("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        for domain in ("Page", "Runtime", "Log"):
+            self.call(f"{domain}.enable", session=session)
+        started = time.monotonic()
+        self.call("Page.navigate", {"url": path.resolve().as_uri()}, session=session)
+        self.wait_for("Page.loadEventFired", session)
+        page = Page(self, session, target, time.monotonic() - started)
+        page.evaluate("new Promise(done => setTimeout(done, 200))")  # let late errors (an image's onerror) surface
+        return page
+
+    def close(self) -> None:
+        try:
+            self.call("Browser.close", timeout=10)
+        except (RuntimeError, TimeoutError, OSError):
+            pass
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        os.close(self._commands)
+        os.close(self._replies)
+        self._log.close()
+
+
+class Page:
+    def __init__(self, browser: Browser, session: str, target: str, load_seconds: float) -> None:
+        self.browser, self.session, self.target, self.load_seconds = browser, session, target, load_seconds
+
+    def evaluate(self, expression: str) -> Any:
+        result = self.browser.call(
+            "Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True}, session=self.session
+        )
+        if "exceptionDetails" in result:
+            raise RuntimeError(f"{expression}: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def problems(self) -> list[str]:
+        """Console errors and warnings, uncaught exceptions and browser log errors of this page."""
+        found = []
+        for event in self.browser.events:
+            if event.get("sessionId") != self.session:
+                continue
+            method, params = event.get("method"), event.get("params", {})
+            if method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "warning", "assert"):
+                found.append(f"console.{params['type']}: {params.get('args')}")
+            elif method == "Runtime.exceptionThrown":
+                found.append(f"exception: {params.get('exceptionDetails')}")
+            elif method == "Log.entryAdded" and params.get("entry", {}).get("level") in ("error", "warning"):
+                found.append(f"log {params['entry']['level']}: {params['entry'].get('text')}")
+        return found
+
+    def close(self) -> None:
+        self.browser.call("Target.closeTarget", {"targetId": self.target})
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+    binary = chromium_binary()
+    if binary is None:
+        pytest.skip("no chromium binary (Debian's chromium package; .ci/run installs it)")
+    root = tmp_path_factory.mktemp("chromium")
+    b = Browser(binary, root / "profile", root / "chromium.log")
+    try:
+        b.call("Browser.getVersion")
+        yield b
+    finally:
+        b.close()
+
+
+DOM_CHECK = """(() => {
+  const rows = [...document.querySelectorAll('table.grid tbody tr')];
+  const subject = sha => document.getElementById('c-' + sha).querySelector('td.subj').textContent;
+  return {
+    title: document.title,
+    scripts: document.querySelectorAll('script').length,
+    images: document.querySelectorAll('img, image, iframe, object, embed').length,
+    handlers: [...document.querySelectorAll('*')].filter(e => [...e.attributes].some(a => a.name.startsWith('on'))).length,
+    rows: rows.map(r => r.id),
+    cells: document.querySelectorAll('table.grid td.c').length,
+    failing: document.querySelectorAll('table.grid td.c.s-fail').length,
+    marked: document.querySelectorAll('table.grid td.t-regression, table.grid td.t-fix').length,
+    sections: [...document.querySelectorAll('section')].map(s => s.id),
+    strips: document.querySelectorAll('#overview svg.strip').length,
+    arcs: document.querySelectorAll('#overview path.arc').length,
+    bisects: document.querySelectorAll('details.bisect').length,
+    environments: document.querySelectorAll('#environments tbody tr').length,
+    script_subject: subject(%(script)s),
+    img_subject: subject(%(img)s),
+    fetched: performance.getEntriesByType('resource').length,
+    width: document.querySelector('.grid-wrap').scrollWidth,
+  };
+})()"""
+
+
+def dom(page: Page, data: ReportData) -> dict[str, Any]:
+    return page.evaluate(DOM_CHECK % {"script": json.dumps(data.commits[12].sha), "img": json.dumps(data.commits[22].sha)})
+
+
+def test_report_loads_in_chromium_without_errors_and_data_does_not_run(browser: Browser, tmp_path: Path) -> None:
+    data = demo_report()
+    path = tmp_path / "report.html"
+    path.write_text(render_html(data), encoding="utf-8")
+    page = browser.load(path)
+    try:
+        found = dom(page, data)
+        assert page.problems() == []
+        assert found["title"] == "regtrack report: sglang (demo history)"
+        assert found["scripts"] == 0 and found["images"] == 0 and found["handlers"] == 0
+        assert found["script_subject"] == SCRIPT_SUBJECT
+        assert found["img_subject"] == IMG_SUBJECT
+        assert found["rows"] == [f"c-{c.sha}" for c in reversed(data.commits)]
+        assert found["cells"] == len(data.commits) * len(data.probes)
+        assert found["failing"] == sum(1 for c in data.cells.values() if c.state == "fail")
+        assert found["marked"] == len(data.transitions)
+        assert found["sections"] == ["probes", "overview", "timeline", "transitions", "stretches", "bisects", "environments"]
+        assert found["strips"] == len(data.probes) and found["arcs"] == 2
+        assert found["bisects"] == 3 and found["environments"] == 2
+        assert found["fetched"] == 0
+    finally:
+        page.close()
+
+
+def test_escaping_alone_keeps_data_from_running(browser: Browser, tmp_path: Path) -> None:
+    """With the Content-Security-Policy removed, the injected subjects still render as text."""
+    data = demo_report()
+    page_text = render_html(data)
+    policy = f'<meta http-equiv="Content-Security-Policy" content="{CSP.replace(chr(39), "&#x27;")}">'
+    assert policy in page_text
+    path = tmp_path / "no-csp.html"
+    path.write_text(page_text.replace(policy, ""), encoding="utf-8")
+    page = browser.load(path)
+    try:
+        found = dom(page, data)
+        assert found["title"] == "regtrack report: sglang (demo history)"
+        assert found["scripts"] == 0 and found["images"] == 0 and found["handlers"] == 0
+        assert found["script_subject"] == SCRIPT_SUBJECT and found["img_subject"] == IMG_SUBJECT
+        assert page.problems() == []
+    finally:
+        page.close()
+
+
+def test_the_harness_sees_a_script_run_and_a_console_error(browser: Browser, tmp_path: Path) -> None:
+    """Control: the checks above would catch an injection that ran or a page that logged an error."""
+    path = tmp_path / "control.html"
+    path.write_text("<!DOCTYPE html><title>clean</title><script>document.title='pwned';console.error('boom')</script>", encoding="utf-8")
+    page = browser.load(path)
+    try:
+        assert page.evaluate("document.title") == "pwned"
+        assert any("boom" in p for p in page.problems())
+    finally:
+        page.close()
+
+
+def test_a_thousand_commit_report_loads_in_chromium(browser: Browser, tmp_path: Path) -> None:
+    data = large_report(1000)
+    path = tmp_path / "large.html"
+    path.write_text(render_html(data), encoding="utf-8")
+    page = browser.load(path)
+    try:
+        assert page.evaluate("document.querySelectorAll('table.grid tbody tr').length") == 1000
+        assert page.problems() == []
+        assert page.load_seconds < 20
+    finally:
+        page.close()
