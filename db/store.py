@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from dataclasses import fields as dataclass_fields
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
@@ -21,7 +22,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, Engine, create_engine, event, func, insert, select, update
+from sqlalchemy import ColumnElement, Connection, Engine, create_engine, event, func, insert, select, update
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.orm import Session
@@ -130,6 +131,7 @@ class SessionRow:
     repo_id: int
     target: str
     probe_id: int
+    probe_name: str
     good_sha: str
     bad_sha: str
     strategy: str
@@ -270,8 +272,10 @@ class Store:
         shas: list[str] | None = None,
         outcome: Outcome | str | None = None,
         limit: int | None = None,
+        trees: list[str] | None = None,
     ) -> list[RunRow]:
-        """Stored runs, newest first, filtered by repository, probe name, commits and outcome."""
+        """Stored runs, newest first, filtered by repository, probe name, commits, outcome and
+        target trees (a run at one commit holds for every commit with its tree)."""
         query = (
             select(Run, Commit, ProbeVersion, Environment)
             .join(Commit, Run.commit_id == Commit.id)
@@ -288,6 +292,8 @@ class Store:
             query = query.where(Commit.sha.in_(shas))
         if outcome is not None:
             query = query.where(Run.outcome == Outcome(outcome).value)
+        if trees is not None:
+            query = query.where(Run.tree_hash.in_(trees))
         with self._reading() as session:
             return [
                 RunRow(
@@ -371,22 +377,37 @@ class Store:
 
     def session(self, session_id: int) -> SessionRow:
         with self._reading() as session:
-            return _session_row(_bisect_session(session, session_id))
+            row = _bisect_session(session, session_id)
+            probe = session.get_one(ProbeVersion, row.probe_id)
+            return _session_row(row, probe.name)
 
     def open_sessions(self, repo_id: int, target: str, probe_id: int) -> list[SessionRow]:
         """Unfinished bisect sessions, newest first."""
-        query = (
-            select(BisectSession)
-            .where(
+        with self._reading() as session:
+            return _session_rows(
+                session,
                 BisectSession.repository_id == repo_id,
                 BisectSession.target == target,
                 BisectSession.probe_id == probe_id,
                 BisectSession.status == "running",
+                newest_first=True,
             )
-            .order_by(BisectSession.id.desc())
-        )
+
+    def sessions(self, repo_id: int, target: str | None = None) -> list[SessionRow]:
+        """Every bisect session of the repository (of one target, if given), oldest first."""
+        where = [BisectSession.repository_id == repo_id]
+        if target is not None:
+            where.append(BisectSession.target == target)
         with self._reading() as session:
-            return [_session_row(row) for row in session.scalars(query)]
+            return _session_rows(session, *where)
+
+    def environments(self, repo_id: int) -> list[tuple[str, EnvironmentInfo]]:
+        """The fingerprint and description of every environment that ran this repository's commits,
+        in the order they were first stored."""
+        used = select(Run.environment_id).join(Commit, Run.commit_id == Commit.id).where(Commit.repository_id == repo_id)
+        query = select(Environment).where(Environment.id.in_(used)).order_by(Environment.id)
+        with self._reading() as session:
+            return [(env.fingerprint, _environment_info(env)) for env in session.scalars(query)]
 
     def last_tracked(self, repo_id: int, target: str, branch: str) -> str | None:
         with self._reading() as session:
@@ -615,12 +636,23 @@ def _bisect_session(session: Session, session_id: int) -> BisectSession:
     return row
 
 
-def _session_row(row: BisectSession) -> SessionRow:
+def _session_rows(session: Session, *where: ColumnElement[bool], newest_first: bool = False) -> list[SessionRow]:
+    query = (
+        select(BisectSession, ProbeVersion.name)
+        .join(ProbeVersion, BisectSession.probe_id == ProbeVersion.id)
+        .where(*where)
+        .order_by(BisectSession.id.desc() if newest_first else BisectSession.id)
+    )
+    return [_session_row(row, name) for row, name in session.execute(query)]
+
+
+def _session_row(row: BisectSession, probe_name: str) -> SessionRow:
     return SessionRow(
         id=row.id,
         repo_id=row.repository_id,
         target=row.target,
         probe_id=row.probe_id,
+        probe_name=probe_name,
         good_sha=row.good_sha,
         bad_sha=row.bad_sha,
         strategy=row.strategy,
@@ -629,3 +661,7 @@ def _session_row(row: BisectSession) -> SessionRow:
         finished_at=row.finished_at,
         result=row.result,
     )
+
+
+def _environment_info(row: Environment) -> EnvironmentInfo:
+    return EnvironmentInfo(**{f.name: getattr(row, f.name) for f in dataclass_fields(EnvironmentInfo)})

@@ -2,6 +2,9 @@
 
     python scripts/report_screenshot.py REPORT.html OUT.png [--width 1400] [--height 2400]
 
+REPORT.html comes from ``regtrack report --html REPORT.html`` (e.g. after ``regtrack demo`` and
+``regtrack scan --repo ~/.local/share/regtrack/demo-history``).
+
 Chromium runs with a fresh profile and no network features, so the screenshot shows exactly what
 the self-contained page renders offline.
 """

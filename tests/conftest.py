@@ -3,6 +3,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from chromium import browser  # noqa: F401  (the fixture of the report tests)
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if torch.cuda.is_available():

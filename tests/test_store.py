@@ -430,3 +430,29 @@ def test_invalid_url_is_a_usage_error() -> None:
         Store.open("not a url")
     with pytest.raises(UsageError, match="install its driver"):
         Store.open("nosuchdialect://host/db")
+
+
+def test_sessions_and_environments_of_a_repository(store: Store, seeded: tuple[int, int, int], tmp_path: Path) -> None:
+    repo_id, env_id, probe_id = seeded
+    good, bad = _commit(1).sha, _commit(3).sha
+    swa = store.probe_version("swa_page_table", 1, "5ca1")
+    first = store.start_session(repo_id, "backend", probe_id, good, bad, "binary")
+    second = store.start_session(repo_id, "other", swa, good, bad, "binary")
+    other_repo = store.repository(tmp_path / "other")
+    store.record_commits(other_repo, [_commit(1)])
+    store.start_session(other_repo, "backend", probe_id, good, good, "binary")
+    assert [(s.id, s.probe_name) for s in store.sessions(repo_id)] == [(first, "target_verify_metadata"), (second, "swa_page_table")]
+    assert [s.id for s in store.sessions(repo_id, "other")] == [second]
+    assert store.session(second).probe_name == "swa_page_table"
+    assert [s.probe_name for s in store.open_sessions(repo_id, "backend", probe_id)] == ["target_verify_metadata"]
+
+    b200 = replace(H200, gpu_name="NVIDIA B200")
+    b200_id = store.environment(b200)
+    store.environment(EnvironmentInfo(device="cpu", python="3.11.7"))  # no runs anywhere
+    assert store.environments(repo_id) == []
+    store.add_run(_record(repo_id, _commit(1).sha, env_id, probe_id))
+    store.add_run(_record(repo_id, _commit(2).sha, env_id, swa, tree_hash="tree-b"))
+    store.add_run(_record(other_repo, _commit(1).sha, b200_id, probe_id))
+    assert store.environments(repo_id) == [(H200.fingerprint, H200)]
+    assert store.environments(other_repo) == [(b200.fingerprint, b200)]
+    assert [(r.sha, r.tree_hash) for r in store.runs(repo_id=repo_id, trees=["tree-b", "tree-c"])] == [(_commit(2).sha, "tree-b")]

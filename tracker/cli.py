@@ -6,6 +6,7 @@ Exit codes: 0 ok, 1 a probe failed or a regression was found, 2 bad usage or inp
 from __future__ import annotations
 
 import json
+import os
 import sys
 from datetime import datetime, timezone
 from collections.abc import Callable, Iterator
@@ -23,6 +24,8 @@ from . import render
 from .bisect_session import BisectSession
 from .errors import UsageError
 from .queries import filter_runs, parse_tolerance, regressions_of, verdict_under
+from .report_build import build_report
+from .report_html import render_html
 from .scan import Scanner
 from .track import record_scan, run_track, track_lock, write_reports
 from .transitions import State
@@ -248,6 +251,40 @@ def show(rev: str, repo: Path | None, target: str | None, as_json: bool) -> None
     else:
         out.print(render.commit_header(commit))
         out.print(render.runs_table(runs, f"runs of {sha[:12]}") if runs else "no stored runs; measure it with `regtrack run`")
+
+
+@main.command()
+@click.option("--html", "html_path", required=True, type=click.Path(path_type=Path), help="The page to write: one self-contained HTML file.")
+@click.option("--range", "range_spec", help="First-parent range to show (A..B, or B; default: the target's branch).")
+@click.option("--probe", "probe_names", multiple=True, help="Probe to show (repeatable; default: the target's probes).")
+@click.option("--env", "environment", help="Only runs in this environment: a fingerprint prefix or part of the GPU name (cpu for none).")
+@target_options
+def report(html_path: Path, range_spec: str | None, probe_names: tuple[str, ...], environment: str | None, repo: Path | None, target: str | None) -> None:
+    """Write an HTML report of the stored results along the first-parent line; nothing is run."""
+    _check_writable(html_path)
+    with workspace(repo, target) as ws:
+        data = build_report(ws, range_spec, probe_names, environment)
+    _write_atomically(html_path, render_html(data))
+    click.echo(f"wrote {html_path}: {len(data.commits)} commits, {len(data.probes)} probes, {len(data.transitions)} transitions")
+
+
+def _check_writable(path: Path) -> None:
+    """Fail before the work, not after it."""
+    if path.is_dir():
+        raise UsageError(f"--html {path} is a directory; name a file, e.g. {path / 'report.html'}")
+    if not path.parent.is_dir():
+        raise UsageError(f"cannot write {path}: directory {path.parent} does not exist; create it or pass another --html")
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Through a temporary file in the same directory and a rename: a reader sees the old page or the new one."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        temporary.replace(path)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        raise UsageError(f"cannot write {path} ({exc.strerror}); check its directory's permissions or pass another --html") from None
 
 
 @main.group()

@@ -1,15 +1,22 @@
 """Questions about the stored history: filters over runs, open regressions, verdicts re-derived
-under another tolerance. Pure functions over rows the store returns."""
+under another tolerance. Pure functions over rows the store returns.
+
+``probes.checks`` (and with it torch) is imported only by the functions that re-derive verdicts,
+so that reading the history, as the HTML report does, does not load torch.
+"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from db.store import RunRow, TransitionRecord
 from probes.api import Outcome
-from probes.checks import Tolerance, attention_verdict
+
+if TYPE_CHECKING:
+    from probes.checks import Tolerance
 
 ERROR_METRICS = ("rel_err", "max_abs_err", "nonfinite")
 
@@ -40,12 +47,16 @@ def _matches_environment(run: RunRow, wanted: str) -> bool:
 
 def verdict_under(run: RunRow, tolerance: Tolerance) -> Outcome:
     """The run's outcome re-derived from its stored error metrics; runs without them keep theirs."""
+    from probes.checks import attention_verdict
+
     if run.outcome not in (Outcome.PASS, Outcome.FAIL) or not all(k in run.metrics for k in ERROR_METRICS):
         return run.outcome
     return attention_verdict(run.metrics, tolerance)
 
 
 def parse_tolerance(rel_err: float, max_abs_err: float | None) -> Tolerance:
+    from probes.checks import Tolerance
+
     return Tolerance(rel_err=rel_err, max_abs_err=math.inf if max_abs_err is None else max_abs_err)
 
 

@@ -124,7 +124,7 @@ class Scanner:
             sha = line[runs[group].start]
             self.progress(f"{prober.probe.name} at {sha[:12]}{' (rerun)' if rerun else ''}")
             prober.measure(sha, trees[runs[group].start], rerun=rerun)
-            states[group] = _state(prober.attempt_verdicts(trees[runs[group].start]))
+            states[group] = state_of(prober.attempt_verdicts(trees[runs[group].start]))
             return states[group]
 
         for group in self._initial_samples(runs, infos):
@@ -184,7 +184,8 @@ class Scanner:
                 measure(group, rerun=True)
 
 
-def _state(verdicts: list[Verdict]) -> State:
+def state_of(verdicts: list[Verdict]) -> State:
+    """A tree's state from the verdicts of its attempts: judged attempts that disagree make it flaky."""
     judged = {v for v in verdicts if v is not Verdict.SKIP}
     if len(judged) > 1:
         return State.FLAKY

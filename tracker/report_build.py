@@ -1,0 +1,146 @@
+"""Stored facts as a ``ReportData``: what ``regtrack report`` renders. Nothing is run.
+
+A probe's result belongs to a target tree, not to a commit (see ``tracker.measure``): every commit
+of the line shows the runs of its tree, wherever they were run. The work stays proportional to the
+line: one git process each for its commits' metadata and tree hashes, one query for its runs, and
+one query per bisect session for its steps.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict
+from datetime import datetime, timezone
+from typing import cast
+
+from db.store import CommitInfo, RunRow, SessionRow, StepRow, TransitionRecord
+from probes.api import Outcome
+
+from .queries import filter_runs
+from .report_model import (
+    Cell,
+    CellState,
+    PairKind,
+    ReportBisect,
+    ReportBisectStep,
+    ReportCommit,
+    ReportData,
+    ReportEnvironment,
+    ReportStretch,
+    ReportTransition,
+    StepVerdict,
+    StretchKind,
+)
+from .scan import state_of
+from .transitions import State, find_transitions
+from .verdicts import BAD_OUTCOMES, verdict_of
+from .workspace import Workspace
+
+CELL_STATE: dict[State, CellState] = {State.GOOD: "pass", State.BAD: "fail", State.SKIP: "skip", State.FLAKY: "flaky"}
+STATE_OF_CELL = {cell: state for state, cell in CELL_STATE.items()}
+# The outcomes whose signatures explain a cell: what failed, or what made it untestable.
+SIGNATURE_OUTCOMES: dict[CellState, frozenset[Outcome]] = {
+    "fail": BAD_OUTCOMES,
+    "flaky": BAD_OUTCOMES,
+    "skip": frozenset({Outcome.ERROR}),
+}
+AttemptKey = tuple[str, int, int]  # environment fingerprint, probe version, attempt number
+
+
+def build_report(
+    ws: Workspace, range_spec: str | None, probe_names: tuple[str, ...], environment: str | None
+) -> ReportData:
+    """``range_spec`` as ``regtrack scan`` takes it (default: the target's branch); ``environment``
+    as ``regtrack history --env`` takes it (default: runs of every environment)."""
+    line = ws.repo.line(range_spec or ws.target.branch)
+    probes = tuple(probe.name for probe in ws.probes(probe_names))
+    repo_id = ws.store.repository(ws.repo.path)
+    trees = ws.repo.tree_hashes(line, ws.target.paths)
+    runs = [r for r in ws.store.runs(repo_id=repo_id, trees=sorted(set(trees.values()))) if r.probe_name in probes]
+    if environment is not None:
+        runs = filter_runs(runs, environment=environment)
+    cells = _line_cells(line, trees, probes, runs)
+    on_line = set(line)
+    shown = None if environment is None else {r.fingerprint for r in runs}
+    return ReportData(
+        repository=f"{ws.repo.path.name} (target {ws.target.name})",
+        generated_at=datetime.now(timezone.utc),
+        probes=probes,
+        commits=tuple(_commit(info) for info in ws.repo.commit_infos(line)),
+        cells=cells,
+        transitions=tuple(
+            _transition(t) for t in ws.store.transitions(repo_id, ws.target.name) if t.sha in on_line and t.probe in probes
+        ),
+        stretches=_stretches(line, probes, cells),
+        bisects=tuple(
+            _bisect(s, ws.store.steps(s.id)) for s in ws.store.sessions(repo_id, ws.target.name) if s.probe_name in probes
+        ),
+        environments=tuple(
+            ReportEnvironment(fingerprint, **asdict(info))
+            for fingerprint, info in ws.store.environments(repo_id)
+            if shown is None or fingerprint in shown
+        ),
+    )
+
+
+def _commit(info: CommitInfo) -> ReportCommit:
+    return ReportCommit(info.sha, info.subject, info.pr_number, info.author, info.authored_at)
+
+
+def _line_cells(
+    line: Sequence[str], trees: Mapping[str, str], probes: Sequence[str], runs: Iterable[RunRow]
+) -> dict[tuple[str, str], Cell]:
+    """Each commit's cell is its tree's, so a commit that was never measured itself still shows one."""
+    by_tree = _tree_cells(runs)
+    return {(sha, p): by_tree[(trees[sha], p)] for sha in line for p in probes if (trees[sha], p) in by_tree}
+
+
+def _tree_cells(runs: Iterable[RunRow]) -> dict[tuple[str, str], Cell]:
+    """The cell of each (tree, probe) with runs. An attempt is one round of cases, judged as
+    ``Prober.attempt_verdicts`` judges it; attempts in different environments or probe versions
+    are kept apart, so results that disagree across them show as flaky."""
+    attempts: dict[tuple[str, str], dict[AttemptKey, list[RunRow]]] = defaultdict(lambda: defaultdict(list))
+    for run in runs:
+        attempts[(run.tree_hash, run.probe_name)][(run.fingerprint, run.probe_version, run.attempt)].append(run)
+    return {key: _cell(list(rounds.values())) for key, rounds in attempts.items()}
+
+
+def _cell(attempts: Sequence[Sequence[RunRow]]) -> Cell:
+    state = CELL_STATE[state_of([verdict_of(run.outcome for run in attempt) for attempt in attempts])]
+    wanted = SIGNATURE_OUTCOMES.get(state, frozenset())
+    found = [run.signature for attempt in attempts for run in attempt if run.outcome in wanted and run.signature]
+    return Cell(state, "; ".join(dict.fromkeys(found)) or None, runs=len(attempts))
+
+
+def _transition(t: TransitionRecord) -> ReportTransition:
+    """Stored candidates always hold the transition itself; the report lists them only when hidden."""
+    candidates = t.candidates if len(t.candidates) > 1 else ()
+    return ReportTransition(t.probe, t.sha, t.kind, t.pairs_with, cast("PairKind | None", t.pair_kind), candidates)
+
+
+def _stretches(line: Sequence[str], probes: Sequence[str], cells: Mapping[tuple[str, str], Cell]) -> tuple[ReportStretch, ...]:
+    """Untestable and flaky stretches of each probe over its measured commits, as the scan finds them."""
+    found: list[ReportStretch] = []
+    for probe in probes:
+        measured = [(sha, STATE_OF_CELL[cells[(sha, probe)].state]) for sha in line if (sha, probe) in cells]
+        for s in find_transitions([state for _, state in measured])[1]:
+            kind: StretchKind = "untestable" if s.kind is State.SKIP else "flaky"
+            found.append(ReportStretch(probe, kind, measured[s.first][0], measured[s.last][0]))
+    return tuple(found)
+
+
+def _bisect(session: SessionRow, steps: Sequence[StepRow]) -> ReportBisect:
+    """Culprit and candidates as ``BisectReport.to_json`` stores them; a failed session stores its error."""
+    result = session.result or {}
+    status = f"{session.status}: {result['error']}" if "error" in result else session.status
+    return ReportBisect(
+        session_id=session.id,
+        probe=session.probe_name,
+        good=session.good_sha,
+        bad=session.bad_sha,
+        status=status,
+        culprit=result.get("culprit"),
+        candidates=tuple(result.get("candidates", ())),
+        steps=tuple(ReportBisectStep(s.sha, cast(StepVerdict, s.verdict), s.reused) for s in steps),
+    )
