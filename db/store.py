@@ -265,6 +265,20 @@ class Store:
         with self._reading() as session:
             return [StoredRun(**_stored_fields(run, sha)) for run, sha in session.execute(query)]
 
+    def attempt_outcomes(self, probe_name: str, environment_id: int) -> dict[str, dict[int, list[Outcome]]]:
+        """Every stored case outcome of the probe (any version) in one environment, by target tree
+        and attempt: the history a probe's flake rate is read from."""
+        query = (
+            select(Run.tree_hash, Run.attempt, Run.outcome)
+            .join(ProbeVersion, Run.probe_id == ProbeVersion.id)
+            .where(ProbeVersion.name == probe_name, Run.environment_id == environment_id)
+        )
+        found: dict[str, dict[int, list[Outcome]]] = {}
+        with self._reading() as session:
+            for tree_hash, attempt, outcome in session.execute(query):
+                found.setdefault(tree_hash, {}).setdefault(attempt, []).append(Outcome(outcome))
+        return found
+
     def runs(
         self,
         repo_id: int | None = None,

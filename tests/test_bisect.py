@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tracker.bisect import BinarySearch, InconsistentVerdicts
-from tracker.verdicts import Verdict, verdict_of
+from tracker.verdicts import FlakeEstimate, Verdict, flake_estimate, verdict_of
 from probes.api import Outcome
 
 
@@ -87,3 +87,30 @@ def test_contradicting_verdicts_are_reported() -> None:
 )
 def test_verdict_of_outcomes(outcomes: list[Outcome], verdict: Verdict) -> None:
     assert verdict_of(outcomes) is verdict
+
+
+G, B, S = Verdict.GOOD, Verdict.BAD, Verdict.SKIP
+
+
+def test_flake_estimate_counts_each_trees_minority() -> None:
+    estimate = flake_estimate([[G, G, B], [B, B, B], [G, B, B, G], [G], [S, S, G]])
+    assert estimate == FlakeEstimate(rate=(1 + 0 + 2) / (3 + 3 + 4), runs=10)
+
+
+def test_flake_estimate_needs_a_tree_measured_twice() -> None:
+    assert flake_estimate([]) is None
+    assert flake_estimate([[G], [B], [S, G], [S, S]]) is None
+    assert flake_estimate([[G, G], [B, B]]) == FlakeEstimate(0.0, 4)
+
+
+@given(st.lists(st.lists(st.sampled_from([G, B, S]), max_size=8), max_size=12))
+def test_flake_estimate_is_a_share_of_the_judged_runs(trees: list[list[Verdict]]) -> None:
+    estimate = flake_estimate(trees)
+    repeated = [t for t in trees if sum(v is not S for v in t) >= 2]
+    if not repeated:
+        assert estimate is None
+        return
+    assert estimate is not None
+    assert estimate.runs == sum(sum(v is not S for v in t) for t in repeated)
+    assert 0.0 <= estimate.rate <= 0.5
+    assert (estimate.rate == 0.0) == all(len({v for v in t if v is not S}) == 1 for t in repeated)

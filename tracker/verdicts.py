@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from probes.api import Outcome
 
@@ -32,3 +33,29 @@ def verdict_of(outcomes: Iterable[Outcome]) -> Verdict:
     if Outcome.ERROR in seen or Outcome.PASS not in seen:
         return Verdict.SKIP
     return Verdict.GOOD
+
+
+@dataclass(frozen=True)
+class FlakeEstimate:
+    """A probe's observed flake rate: the share of judged runs that disagree with their tree's
+    majority, over ``runs`` judged runs of trees measured at least twice."""
+
+    rate: float
+    runs: int
+
+
+def flake_estimate(attempts_by_tree: Iterable[Sequence[Verdict]]) -> FlakeEstimate | None:
+    """None when no tree has two judged attempts: one run per tree cannot show a flake.
+
+    The minority count of a tree is what flakiness must explain at the least (a tree with 2
+    fails in 6 runs flaked at least twice), so the rate is a lower bound on how often a run lies.
+    """
+    minority = runs = 0
+    for attempts in attempts_by_tree:
+        judged = [v for v in attempts if v is not Verdict.SKIP]
+        if len(judged) < 2:
+            continue
+        fails = sum(v is Verdict.BAD for v in judged)
+        minority += min(fails, len(judged) - fails)
+        runs += len(judged)
+    return FlakeEstimate(minority / runs, runs) if runs else None
