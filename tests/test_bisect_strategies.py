@@ -298,6 +298,19 @@ def test_bayesian_names_a_hard_culprit_through_flaky_failures(flake: float) -> N
     assert right >= 18
 
 
+def test_the_guard_asks_the_parent_again_until_an_intermittent_culprit_there_is_unlikely() -> None:
+    """Under the hard model one pass at 6 clears it; an intermittent bug at 6 may pass there by luck."""
+    search = BayesianSearch(16, flake_rate=0.01)
+    for index, verdict in [(0, G), (15, B), (8, B), (4, G), (6, G), (7, B), (6, G), (6, G)]:
+        search.record(index, verdict)
+    assert search.posterior()[7] >= 0.95 and not search.done()
+    assert search.next_indices(1) == [6]
+    search.record(6, G)
+    assert search.done()
+    answer = search.answer()
+    assert answer.culprit == 7 and 0.95 <= answer.confidence < search.posterior()[7]
+
+
 def test_bayesian_answers_no_culprit_when_every_index_only_flakes() -> None:
     flaky = 0
     for seed in range(10):

@@ -24,8 +24,8 @@ consistent, Bayesian after a contradiction or when history says the probe flakes
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from dataclasses import dataclass, field, replace
+from typing import Literal, NamedTuple, Protocol, runtime_checkable
 
 from .verdicts import Verdict
 
@@ -252,6 +252,13 @@ class _Group:
         return self.hi - self.lo + 1
 
 
+class _View(NamedTuple):
+    """A distribution over the hypotheses: per-culprit masses by group, and "no culprit"."""
+
+    groups: list[_Group]
+    none: float
+
+
 class BayesianSearch:
     """Flake-aware culprit finding: a posterior over "index c is the culprit" (c in 1 .. size-1)
     and "no culprit" (the failure is flaky; the bad end's failure was noise).
@@ -295,8 +302,13 @@ class BayesianSearch:
     flight, less the ones nearest the runs in flight; the same index may come back (reruns).
 
     **Stopping.** Done when the top hypothesis (a single culprit, or "no culprit") reaches
-    ``confidence``, when ``max_runs`` runs have been recorded (every recorded verdict counts,
-    ends and skips included), or when nothing is left to probe.
+    ``confidence`` both in the posterior and in the *guard*, the posterior without the hard model
+    (:meth:`_guard`); when ``max_runs`` runs have been recorded (every recorded verdict counts,
+    ends and skips included); or when nothing is left to probe. The guard is what keeps the
+    confidence honest for intermittent bugs: without it, lucky passes just after the culprit let
+    the hard model name a later commit at 0.95 while it is wrong one time in five (measured by
+    ``scripts/sim_bisect.py``). It costs a hard breakage about two more runs, spent at the
+    culprit's parent side. Once the posterior is sure, the next points are chosen in the guard.
 
     :meth:`posterior` returns a list of length ``size``: index 0 (never a culprit) holds the
     "no culprit" mass, index c the mass of "c is the culprit"; it sums to 1.
@@ -438,21 +450,47 @@ class BayesianSearch:
         self._update()
         return self._none
 
-    def _top(self) -> tuple[int | None, float]:
-        """(most probable culprit or None for "no culprit", its probability); ties to the lowest."""
-        groups = self._update()
-        best, mass = None, self._none
+    def _top(self, view: _View | None = None) -> tuple[int | None, float]:
+        """(most probable culprit or None for "no culprit", its probability) in ``view`` (default:
+        the posterior); ties to the lowest."""
+        groups, none = view or _View(self._update(), self._none)
+        best, mass = None, none
         for g in groups:
             if g.per_culprit > mass:
                 best, mass = g.lo, g.per_culprit
         return best, mass
+
+    def _guard(self) -> _View:
+        """The posterior with the hard model left out (``hard_weight`` 0, the same "no culprit"
+        prior): what the runs say if the breakage may be intermittent. A pass after the culprit
+        rules a hard culprit out, so lucky passes between the true culprit c and a later c' can
+        leave the hard model sure of c'; this view stays unsure until c' - 1 has passed often
+        enough for an intermittent culprit at or before it to be unlikely."""
+        groups = self._update()
+        if self.hard_weight in (0.0, 1.0):
+            return _View(groups, self._none)
+        scale = 1.0 / (1.0 - self.hard_weight)
+        total = self._none + sum(g.count * g.intermittent * scale for g in groups)
+        return _View([replace(g, hard=0.0, intermittent=g.intermittent * scale / total) for g in groups], self._none / total)
+
+    def _sure(self) -> bool:
+        """The posterior and the guard name the same answer, each with ``confidence``."""
+        best, mass = self._top()
+        guarded, guarded_mass = self._top(self._guard())
+        return mass >= self.confidence and guarded == best and guarded_mass >= self.confidence
+
+    def _deciding_view(self) -> _View:
+        """Where the next points are chosen: the posterior until it is sure, then the guard."""
+        if self._top()[1] >= self.confidence:
+            return self._guard()
+        return _View(self._update(), self._none)
 
     # -- decisions ----------------------------------------------------------------------------
 
     def done(self) -> bool:
         if self.max_runs is not None and self.runs >= self.max_runs:
             return True
-        if self._top()[1] >= self.confidence:
+        if self._sure():
             return True
         return len(self.skipped) >= self.size
 
@@ -464,19 +502,20 @@ class BayesianSearch:
             k = min(k, self.max_runs - self.runs - len(in_flight))
             if k <= 0:
                 return []
+        view = self._deciding_view()
         if k == 1 and not in_flight:
-            best = self._most_informative()
+            best = self._most_informative(view)
             return [] if best is None else [best]
-        return self._quantiles(k, in_flight)
+        return self._quantiles(k, in_flight, view)
 
     def _allowed(self, j: int) -> bool:
         return 0 <= j < self.size and j not in self.skipped
 
-    def _most_informative(self) -> int | None:
-        groups = self._update()
+    def _most_informative(self, view: _View) -> int | None:
+        groups, none = view
         # P(fail at j) = base_p + sum over culprits c <= j of u_c; E[H | h] = base_s + sum of v_c.
-        base_p = self._none * self._none_rate + sum(g.count * g.per_culprit * g.before for g in groups)
-        base_s = self._none * _entropy(self._none_rate) + sum(g.count * g.per_culprit * _entropy(g.before) for g in groups)
+        base_p = none * self._none_rate + sum(g.count * g.per_culprit * g.before for g in groups)
+        base_s = none * _entropy(self._none_rate) + sum(g.count * g.per_culprit * _entropy(g.before) for g in groups)
         best_j, best_gain = None, -math.inf
 
         def consider(j: int, p: float, s: float) -> None:
@@ -520,8 +559,8 @@ class BayesianSearch:
             found.append(t)
         return found
 
-    def _quantiles(self, k: int, in_flight: frozenset[int]) -> list[int]:
-        groups = self._update()
+    def _quantiles(self, k: int, in_flight: frozenset[int], view: _View) -> list[int]:
+        groups = view.groups
         culprit_mass = sum(g.count * g.per_culprit for g in groups)
         total = k + len(in_flight)
         levels = [i / (total + 1) for i in range(1, total + 1)]
@@ -554,8 +593,12 @@ class BayesianSearch:
         return None
 
     def answer(self) -> StrategyAnswer:
+        """The posterior's top hypothesis; its confidence is the lower of its probabilities in the
+        posterior and in the guard (see :meth:`_guard`)."""
         groups = self._update()
         best, mass = self._top()
+        guard = self._guard()
+        mass = min(mass, guard.none if best is None else next(g.per_culprit for g in guard.groups if g.lo == best))
         if best is None:
             return StrategyAnswer(culprit=None, candidates=(), confidence=mass, no_culprit=True)
         # The smallest set of culprits holding `confidence` of the culprit mass (whole groups
@@ -627,7 +670,6 @@ class AutoSearch:
         self.switch_reason: str | None = None
         self.runs: list[tuple[int, Verdict]] = []
         self._max_good, self._min_bad = -1, size
-        self._confirmed = False
         if flake_rate_prior is not None and flake_rate_prior > flaky_threshold:
             self._switch(f"the probe's flake rate in history is {flake_rate_prior:g}")
 
@@ -671,8 +713,6 @@ class AutoSearch:
         if reason is not None:
             self._switch(reason)
             return
-        if self.binary.done() and not self._confirmed and index == self._confirm_index():
-            self._confirmed = True
         self.binary.record(index, verdict)
 
     def _budget_spent(self) -> bool:
@@ -681,7 +721,15 @@ class AutoSearch:
     def done(self) -> bool:
         if self.bayes is not None:
             return self.bayes.done()
-        return self._budget_spent() or (self.binary.done() and self._confirmed)
+        return self._budget_spent() or (self.binary.done() and self._confirmed())
+
+    def _confirmed(self) -> bool:
+        """The boundary to confirm has two verdicts (they agree, or the search would have switched),
+        whenever they came: a stored result and a fresh one confirm it as well as a rerun. At an
+        end of the range the caller's word is the first."""
+        confirm = self._confirm_index()
+        given = confirm in (0, self.size - 1)
+        return given + sum(index == confirm for index, _ in self.runs) >= 2
 
     def next_indices(self, k: int, in_flight: frozenset[int] = frozenset()) -> list[int]:
         _check_k(k)
@@ -707,19 +755,22 @@ def make_strategy(
     confidence: float = 0.95,
     max_runs: int | None = None,
     flake_rate_prior: float | None = None,
+    prior_strength: float | None = None,
 ) -> Strategy:
     """A strategy by its CLI name. ``workers`` is only checked here: the caller asks each round for
     ``next_indices(workers, in_flight)``. ``flake_rate_prior`` is the probe's observed flake rate
-    in stored history (None: unknown; bayes then assumes 0.05)."""
+    in stored history (None: unknown; bayes then assumes 0.05) and ``prior_strength`` how many runs
+    it rests on, as pseudo-runs of the Bayesian prior (None: :class:`BayesianSearch`'s default)."""
     if workers < 1:
         raise ValueError(f"workers must be at least 1, not {workers}")
+    options: dict[str, float] = {} if prior_strength is None else {"prior_strength": prior_strength}
     if name == "binary":
         return BinarySearch(size)
     if name == "kary":
         return KarySearch(size)
     if name == "bayes":
         flake = flake_rate_prior if flake_rate_prior is not None else 0.05
-        return BayesianSearch(size, flake, confidence, max_runs)
+        return BayesianSearch(size, flake, confidence, max_runs, **options)
     if name == "auto":
-        return AutoSearch(size, confidence, flake_rate_prior, max_runs)
+        return AutoSearch(size, confidence, flake_rate_prior, max_runs, **options)
     raise ValueError(f"unknown strategy {name!r}; choose one of {', '.join(STRATEGIES)}")
