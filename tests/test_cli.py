@@ -78,7 +78,8 @@ def test_bisect_names_the_commit_that_slipped_the_bug_in_and_leaves_the_checkout
 
     again = bisect_json(repo, manifest.untestable.mended, parent(repo, overwrite.fixed))
     assert again["culprit"] == overwrite.introduced
-    assert again["executions"] == 0 and again["reused"] >= report["executions"]
+    assert again["executions"] == 0 and again["rounds"] == 0
+    assert again["steps"] and all(step["reused"] for step in again["steps"])
 
 
 def test_bisect_from_the_fix_into_the_revert_stretch_names_the_revert(demo: tuple[Path, DemoManifest]) -> None:
@@ -110,7 +111,7 @@ def test_when_only_untestable_commits_remain_the_answer_is_the_range(tmp_path: P
         shas.append(repo.commit(f"step {n}"))
     report = bisect_json(repo.path, shas[0], shas[-1])
     assert report["culprit"] is None
-    assert report["candidates"] == shas[1:]
+    assert report["candidates"] == [shas[1], shas[2], shas[4]]  # step 3 has step 2's tree: it cannot be the culprit
 
 
 def test_a_commit_outside_the_target_paths_reuses_its_parents_result(demo: tuple[Path, DemoManifest]) -> None:
@@ -155,3 +156,48 @@ def test_a_killed_bisect_resumes_with_the_same_answer(demo: tuple[Path, DemoMani
     report = json.loads(resumed.stdout)
     assert report["culprit"] == overwrite.introduced
     assert report["reused"] >= 1
+
+
+def bisect_with(repo: Path, good: str, bad: str, *options: str, probe: str = "target_verify_metadata") -> dict:
+    result = regtrack("bisect", "--repo", str(repo), "--good", good, "--bad", bad, "--probe", probe, "--json", *options)
+    assert result.exit_code in (0, 1), result.output
+    return json.loads(result.stdout)
+
+
+def test_more_workers_take_fewer_rounds_to_the_same_culprit(demo: tuple[Path, DemoManifest], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo, manifest = demo
+    overwrite = manifest.bugs["target_verify_overwrite"]
+    ends = (manifest.untestable.mended, parent(repo, overwrite.fixed))
+    reports = {}
+    for strategy, workers in (("binary", "1"), ("kary", "3")):
+        monkeypatch.setenv("REGTRACK_DB_URL", f"sqlite:///{tmp_path / strategy}.sqlite")  # nothing stored to reuse
+        reports[strategy] = bisect_with(repo, *ends, "--strategy", strategy, "--workers", workers)
+    assert reports["binary"]["culprit"] == reports["kary"]["culprit"] == overwrite.introduced
+    assert reports["binary"]["confidence"] == reports["kary"]["confidence"] == 1.0
+    assert reports["kary"]["rounds"] < reports["binary"]["rounds"]
+    assert reports["kary"]["executions"] >= reports["binary"]["executions"]
+
+
+def test_auto_bisects_the_flaky_stretch_and_learns_that_the_probe_flakes(demo: tuple[Path, DemoManifest]) -> None:
+    """Seed 2000 makes the flaky bug's first run at the bad end pass: a contradiction for bisection."""
+    repo, manifest = demo
+    overwrite = manifest.bugs["target_verify_overwrite"]
+    first = bisect_with(repo, overwrite.relanded or "", manifest.flaky.last, "--seed", "2000", probe="decode_graph_replay")
+    assert first["switch_reason"] == "the bad end passed"
+    assert first["culprit"] == manifest.flaky.first and not first["no_culprit"]
+    assert 0.95 <= first["confidence"] < 1.0
+    assert first["fail_rate_before"] == 0.0 and 0.0 < first["fail_rate_after"] < 1.0
+    assert first["rounds"] == first["executions"] - 1  # one worker: the two ends share a round, then one run per round
+
+    again = bisect_with(repo, manifest.untestable.mended, manifest.flaky.last, "--max-runs", "2", probe="decode_graph_replay")
+    assert again["flake_rate_prior"] > 0
+    assert again["switch_reason"].startswith("the probe's flake rate in history")
+    assert again["executions"] <= 2
+
+
+def test_max_runs_bounds_the_executions_and_leaves_the_candidates(demo: tuple[Path, DemoManifest]) -> None:
+    repo, manifest = demo
+    overwrite = manifest.bugs["target_verify_overwrite"]
+    report = bisect_with(repo, manifest.untestable.mended, parent(repo, overwrite.fixed), "--strategy", "binary", "--max-runs", "3")
+    assert report["executions"] == 3
+    assert report["culprit"] is None and overwrite.introduced in report["candidates"] and len(report["candidates"]) > 1

@@ -73,7 +73,31 @@ def test_bad_end_that_passes_is_reported(demo: tuple[Path, DemoManifest]) -> Non
     repo, manifest = demo
     overwrite = manifest.bugs["target_verify_overwrite"]
     result = regtrack("bisect", "--repo", str(repo), "--good", overwrite.fixed, "--bad", manifest.head)
-    assert_usage_error(result, "the bad end", "is good", "--bad that fails")
+    assert_usage_error(result, "the bad end", "is good in 10 runs", "--bad that fails")
+
+
+def test_binary_trusts_one_run_of_each_end(demo: tuple[Path, DemoManifest]) -> None:
+    repo, manifest = demo
+    overwrite = manifest.bugs["target_verify_overwrite"]
+    result = regtrack("bisect", "--repo", str(repo), "--good", overwrite.fixed, "--bad", manifest.head, "--strategy", "binary")
+    assert_usage_error(result, "the bad end", "is good under", "--bad that fails")
+
+
+def test_ends_with_one_target_tree_have_nothing_to_bisect(demo: tuple[Path, DemoManifest]) -> None:
+    repo, manifest = demo
+    result = regtrack("bisect", "--repo", str(repo), "--good", manifest.flaky.first, "--bad", manifest.flaky.last)
+    assert_usage_error(result, "same tree under the target's paths", "pick ends where the target differs")
+    assert nothing_stored()
+
+
+@pytest.mark.parametrize(
+    ("option", "value"), [("--strategy", "bisect"), ("--confidence", "1.5"), ("--max-runs", "0"), ("--workers", "0")]
+)
+def test_bad_search_options(demo: tuple[Path, DemoManifest], option: str, value: str) -> None:
+    repo, manifest = demo
+    result = regtrack("bisect", "--repo", str(repo), "--good", manifest.untestable.mended, "--bad", manifest.head, option, value)
+    assert result.exit_code == 2 and f"Invalid value for '{option}'" in result.stderr
+    assert nothing_stored()
 
 
 def test_untestable_good_end_is_reported(demo: tuple[Path, DemoManifest]) -> None:

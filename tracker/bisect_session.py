@@ -1,7 +1,24 @@
-"""A bisect session: both ends verified, one probe per step, every step stored, resumable.
+"""A bisect session: both ends verified, rounds of probes chosen by a strategy, every verdict
+stored, resumable.
 
-The search itself is ``tracker.bisect``; this module feeds it measurements and keeps the
-session in the store, so a session killed at any point is rebuilt from its stored steps.
+The search itself is ``tracker.bisect``; this module feeds it measurements and keeps the session
+in the store, so a session killed at any point is rebuilt from its stored steps.
+
+Candidates are target trees, not commits: a probe's result can only change where the tree of the
+target's paths changes, so the range is cut into runs of commits with one tree and the strategy
+sees the first commit of each run. A culprit is therefore always a commit that changed the target.
+
+Evidence. The first time the strategy asks for a revision, every stored attempt at its tree is
+fed to it (flake-aware strategies see a stored disagreement at once; binary and k-ary see the
+latest result); nothing stored means one execution. Asked again, the revision is run afresh: a
+rerun. Each verdict fed is one stored step.
+
+Ends. Binary and k-ary trust one result per end: a good end that is not good or a bad end that is
+not bad stops the session with exit code 2. auto and bayes allow for flakes: the good end is run
+up to ``GOOD_END_ATTEMPTS`` times until it passes and the bad end up to ``BAD_END_ATTEMPTS`` times
+until it fails (an intermittent bug that fails one run in four still fails within ten runs 94 % of
+the time); every attempt is evidence for the search, and an end that never behaves, or that is
+untestable, stops the session as above.
 """
 
 from __future__ import annotations
@@ -11,13 +28,29 @@ from dataclasses import asdict, dataclass, field
 
 from db.store import CommitInfo, Store
 
-from .bisect import BinarySearch
+from .bisect import Strategy, StrategyName, make_strategy
 from .errors import UsageError
-from .measure import Measurement, Prober
+from .measure import Measurement, Prober, Request
 from .revisions import Repo
+from .transitions import group_runs
 from .verdicts import Verdict
 
-STRATEGY = "binary"
+GOOD_END_ATTEMPTS = 3
+BAD_END_ATTEMPTS = 10
+FLAKE_AWARE: frozenset[str] = frozenset({"auto", "bayes"})
+# A flake rate read from fewer repeated runs is no history: "no flake in 4 runs" says little.
+MIN_HISTORY_RUNS = 10
+
+
+@dataclass(frozen=True)
+class BisectOptions:
+    """How to search: ``workers`` revisions are measured side by side in each round; ``max_runs``
+    bounds the executions of the session (None: no bound)."""
+
+    strategy: StrategyName = "auto"
+    workers: int = 1
+    confidence: float = 0.95
+    max_runs: int | None = None
 
 
 @dataclass(frozen=True)
@@ -33,13 +66,21 @@ class BisectReport:
     probe: str
     good: str
     bad: str
+    strategy: str
     culprit: CommitInfo | None
     candidates: list[CommitInfo]
+    confidence: float = 1.0
+    no_culprit: bool = False
+    fail_rate_before: float | None = None
+    fail_rate_after: float | None = None
+    switch_reason: str | None = None
+    flake_rate_prior: float | None = None
     culprit_measurement: Measurement | None = None
     parent_measurement: Measurement | None = None
     steps: list[Step] = field(default_factory=list)
     executions: int = 0
     reused: int = 0
+    rounds: int = 0
 
     def to_json(self) -> dict[str, object]:
         def measured(m: Measurement | None) -> dict[str, object] | None:
@@ -52,15 +93,23 @@ class BisectReport:
             "probe": self.probe,
             "good": self.good,
             "bad": self.bad,
+            "strategy": self.strategy,
             "culprit": self.culprit.sha if self.culprit else None,
             "subject": self.culprit.subject if self.culprit else None,
             "pr_number": self.culprit.pr_number if self.culprit else None,
             "candidates": [c.sha for c in self.candidates],
+            "confidence": self.confidence,
+            "no_culprit": self.no_culprit,
+            "fail_rate_before": self.fail_rate_before,
+            "fail_rate_after": self.fail_rate_after,
+            "switch_reason": self.switch_reason,
+            "flake_rate_prior": self.flake_rate_prior,
             "culprit_result": measured(self.culprit_measurement),
             "parent_result": measured(self.parent_measurement),
             "steps": [{**asdict(s), "verdict": s.verdict.value} for s in self.steps],
             "executions": self.executions,
             "reused": self.reused,
+            "rounds": self.rounds,
         }
 
 
@@ -72,20 +121,23 @@ StepCallback = Callable[["Step", Measurement], None]
 
 
 class BisectSession:
-    def __init__(self, store: Store, repo: Repo, prober: Prober, on_step: StepCallback | None = None) -> None:
+    def __init__(
+        self, store: Store, repo: Repo, prober: Prober, options: BisectOptions | None = None, on_step: StepCallback | None = None
+    ) -> None:
         self.store, self.repo, self.prober = store, repo, prober
+        self.options = options or BisectOptions()
         self.on_step = on_step
 
     def start(self, good_rev: str, bad_rev: str) -> BisectReport:
         good, bad = self.repo.resolve(good_rev), self.repo.resolve(bad_rev)
-        candidates = [good, *self.repo.first_parent_range(good, bad)]
+        line = [good, *self.repo.first_parent_range(good, bad)]
         session_id = self.store.start_session(
-            self.prober.repo_id, self.prober.target.name, self.prober.probe_id, good, bad, STRATEGY
+            self.prober.repo_id, self.prober.target.name, self.prober.probe_id, good, bad, self.options.strategy
         )
-        return self._drive(session_id, candidates)
+        return self._drive(session_id, line, self.options.strategy)
 
     def resume(self) -> BisectReport:
-        """Continue the newest unfinished session of this target and probe."""
+        """Continue the newest unfinished session of this target and probe, with its strategy."""
         sessions = self.store.open_sessions(self.prober.repo_id, self.prober.target.name, self.prober.probe_id)
         if not sessions:
             raise UsageError(
@@ -93,67 +145,175 @@ class BisectSession:
                 "start one with --good and --bad"
             )
         session = sessions[0]
-        candidates = [session.good_sha, *self.repo.first_parent_range(session.good_sha, session.bad_sha)]
-        return self._drive(session.id, candidates)
+        line = [session.good_sha, *self.repo.first_parent_range(session.good_sha, session.bad_sha)]
+        return self._drive(session.id, line, session.strategy)  # type: ignore[arg-type]
 
-    def _drive(self, session_id: int, candidates: list[str]) -> BisectReport:
-        executions_before, reused_before = self.prober.executions, self.prober.reused
-        trees = self.prober.record_commits(candidates)
-        index_of = {sha: i for i, sha in enumerate(candidates)}
-        search = BinarySearch(len(candidates))
-        steps = [Step(s.sha, Verdict(s.verdict), s.reused) for s in self.store.steps(session_id)]
-        for step in steps:
-            search.record(index_of[step.sha], step.verdict)
-        measurements: dict[str, Measurement] = {}
-
-        def probe(index: int) -> Measurement:
-            sha = candidates[index]
-            measurement = self.prober.measure(sha, trees[sha], session_id)
-            measurements[sha] = measurement
-            if index not in search.verdicts:
-                self.store.add_step(session_id, sha, measurement.verdict.value, measurement.reused)
-                steps.append(Step(sha, measurement.verdict, measurement.reused))
-                search.record(index, measurement.verdict)
-                if self.on_step is not None:
-                    self.on_step(steps[-1], measurement)
-            return measurement
-
-        for index, expected in ((0, Verdict.GOOD), (len(candidates) - 1, Verdict.BAD)):
-            measured = probe(index)
-            if measured.verdict is not expected:
-                self.store.finish_session(session_id, "failed", {"error": f"{candidates[index]} is {measured.verdict.value}"})
-                raise BadEnd(_bad_end_message(self.prober.probe.name, expected, measured))
-        while (index := search.next_index()) is not None:
-            probe(index)
-        answer = search.answer()
-        culprit = candidates[answer.culprit] if answer.culprit is not None else None
-        report = BisectReport(
-            session_id=session_id,
-            probe=self.prober.probe.name,
-            good=candidates[0],
-            bad=candidates[-1],
-            culprit=self.store.commit(self.prober.repo_id, culprit) if culprit else None,
-            candidates=[self.store.commit(self.prober.repo_id, candidates[i]) for i in answer.candidates],
-            steps=steps,
-        )
-        if culprit is not None:
-            parent = candidates[answer.culprit - 1]
-            report.culprit_measurement = measurements.get(culprit) or probe(answer.culprit)
-            report.parent_measurement = measurements.get(parent) or probe(answer.culprit - 1)
-        report.executions = self.prober.executions - executions_before
-        report.reused = self.prober.reused - reused_before
+    def _drive(self, session_id: int, line: list[str], strategy_name: StrategyName) -> BisectReport:
+        run = _Run(self, session_id, line, strategy_name)
+        try:
+            run.verify_ends()
+            run.search()
+        except BadEnd as error:
+            self.store.finish_session(session_id, "failed", {"error": str(error)})
+            raise
+        report = run.report()
         self.store.finish_session(session_id, "done", report.to_json())
         return report
 
 
-def _bad_end_message(probe: str, expected: Verdict, measured: Measurement) -> str:
+class _Run:
+    """One pass over a session: the candidates, the strategy, and the evidence fed to it."""
+
+    def __init__(self, session: BisectSession, session_id: int, line: list[str], strategy_name: StrategyName) -> None:
+        self.session, self.prober, self.session_id = session, session.prober, session_id
+        self.options = session.options
+        self.strategy_name = strategy_name
+        self.good, self.bad = line[0], line[-1]
+        trees = self.prober.record_commits(line)
+        runs = group_runs([trees[sha] for sha in line])
+        if len(runs) < 2:
+            raise UsageError(
+                f"{self.good[:12]} and {self.bad[:12]} have the same tree under the target's paths, so no commit between "
+                "them can change the probe's result; pick ends where the target differs"
+            )
+        # Index 0 measures the good end itself, the last index the bad end; the others the first
+        # commit of their tree. A commit maps to the index of its tree's run.
+        self.candidates = [line[r.start] for r in runs]
+        self.shas = [self.good, *self.candidates[1:-1], self.bad]
+        self.trees = [trees[sha] for sha in self.shas]
+        self.index_of = {line[i]: index for index, r in enumerate(runs) for i in r}
+        flake = self.prober.flake_history()
+        if flake is not None and flake.runs < MIN_HISTORY_RUNS:
+            flake = None
+        self.flake_rate_prior = flake.rate if flake else None
+        self.strategy: Strategy = make_strategy(
+            strategy_name,
+            len(self.candidates),
+            self.options.workers,
+            self.options.confidence,
+            self.options.max_runs,
+            self.flake_rate_prior,
+            # the history's weight as pseudo-runs: a rate read from a few runs is a weak prior
+            min(max(flake.runs, 2), 50) if flake else None,
+        )
+        self.flake_aware = strategy_name in FLAKE_AWARE
+        self.executions_before, self.reused_before = self.prober.executions, self.prober.reused
+        self.steps: list[Step] = []
+        self.verdicts: dict[int, list[Verdict]] = {}
+        self.measurements: dict[int, Measurement] = {}
+        self.rounds = 0
+        for stored in self.session.store.steps(session_id):
+            self._feed(self.index_of[stored.sha], Verdict(stored.verdict), stored.reused, None)
+
+    # -- evidence ---------------------------------------------------------------------------------
+
+    def _feed(self, index: int, verdict: Verdict, reused: bool, measurement: Measurement | None) -> None:
+        step = Step(self.shas[index], verdict, reused)
+        self.steps.append(step)
+        self.verdicts.setdefault(index, []).append(verdict)
+        self.strategy.record(index, verdict)
+        if measurement is not None:
+            self.session.store.add_step(self.session_id, step.sha, verdict.value, reused)
+            if self.session.on_step is not None:
+                self.session.on_step(step, measurement)
+
+    def measure(self, indices: list[int]) -> None:
+        """One round: revisions asked for the first time use what is stored, the rest run afresh."""
+        requests = [Request(self.shas[i], self.trees[i], rerun=i in self.verdicts) for i in indices]
+        executions = self.prober.executions
+        measured = self.prober.measure_many(requests, self.session_id)
+        if self.prober.executions > executions:
+            self.rounds += 1
+        for index, measurement in zip(indices, measured):
+            self.measurements[index] = measurement
+            if measurement.reused and self.flake_aware:
+                for verdict in self.prober.attempt_verdicts(self.trees[index]):
+                    self._feed(index, verdict, True, measurement)
+            else:
+                self._feed(index, measurement.verdict, measurement.reused, measurement)
+
+    def _executions(self) -> int:
+        return self.prober.executions - self.executions_before
+
+    # -- the ends ---------------------------------------------------------------------------------
+
+    def verify_ends(self) -> None:
+        ends = {0: Verdict.GOOD, len(self.shas) - 1: Verdict.BAD}
+        limits = {0: GOOD_END_ATTEMPTS, len(self.shas) - 1: BAD_END_ATTEMPTS} if self.flake_aware else {0: 1, len(self.shas) - 1: 1}
+        while pending := [i for i, expected in ends.items() if not self._end_settled(i, expected, limits[i])]:
+            self.measure(pending)
+
+    def _end_settled(self, index: int, expected: Verdict, limit: int) -> bool:
+        seen = self.verdicts.get(index, [])
+        if not seen:
+            return False
+        if expected in (seen if self.flake_aware else seen[-1:]):
+            return True
+        if seen[-1] is Verdict.SKIP or len(seen) >= limit:
+            measurement = self.measurements.get(index) or self.prober.measure(self.shas[index], self.trees[index])
+            raise BadEnd(_bad_end_message(self.prober.probe.name, expected, measurement, len(seen)))
+        return False
+
+    # -- the search -------------------------------------------------------------------------------
+
+    def search(self) -> None:
+        while not self.strategy.done():
+            if self.options.max_runs is not None and self._executions() >= self.options.max_runs:
+                return
+            indices = sorted(set(self.strategy.next_indices(self.options.workers)))
+            if not indices:
+                return
+            self.measure(indices)
+
+    def report(self) -> BisectReport:
+        answer = self.strategy.answer()
+        commit = self._commit
+        culprit = commit(answer.culprit) if answer.culprit is not None else None
+        report = BisectReport(
+            session_id=self.session_id,
+            probe=self.prober.probe.name,
+            good=self.good,
+            bad=self.bad,
+            strategy=self.strategy_name,
+            culprit=culprit,
+            candidates=[commit(i) for i in answer.candidates],
+            confidence=answer.confidence,
+            no_culprit=answer.no_culprit,
+            fail_rate_before=answer.fail_rate_before,
+            fail_rate_after=answer.fail_rate_after,
+            switch_reason=getattr(self.strategy, "switch_reason", None),
+            flake_rate_prior=self.flake_rate_prior,
+            steps=self.steps,
+            rounds=self.rounds,
+        )
+        if answer.culprit is not None:
+            report.culprit_measurement = self._evidence(answer.culprit)
+            report.parent_measurement = self._evidence(answer.culprit - 1)
+        report.executions = self._executions()
+        report.reused = self.prober.reused - self.reused_before
+        return report
+
+    def _commit(self, index: int) -> CommitInfo:
+        info = self.session.store.commit(self.prober.repo_id, self.candidates[index])
+        assert info is not None, "record_commits stored every commit of the range"
+        return info
+
+    def _evidence(self, index: int) -> Measurement | None:
+        """The stored result at a probed revision (nothing is run for it)."""
+        if index not in self.verdicts:
+            return None
+        return self.measurements.get(index) or self.prober.measure(self.shas[index], self.trees[index])
+
+
+def _bad_end_message(probe: str, expected: Verdict, measured: Measurement, attempts: int) -> str:
     evidence = measured.signature or measured.verdict.value
+    times = f" in {attempts} runs" if attempts > 1 else ""
     if expected is Verdict.GOOD:
         return (
-            f"the good end {measured.sha[:12]} is {measured.verdict.value} under {probe} ({evidence}); "
+            f"the good end {measured.sha[:12]} is {measured.verdict.value}{times} under {probe} ({evidence}); "
             "pass an older --good that passes"
         )
     return (
-        f"the bad end {measured.sha[:12]} is {measured.verdict.value} under {probe} ({evidence}); "
+        f"the bad end {measured.sha[:12]} is {measured.verdict.value}{times} under {probe} ({evidence}); "
         "pass a --bad that fails"
     )

@@ -21,7 +21,8 @@ from db.paths import data_dir
 from probes.api import Outcome
 
 from . import render
-from .bisect_session import BisectSession
+from .bisect import STRATEGIES, StrategyName
+from .bisect_session import BisectOptions, BisectSession
 from .errors import UsageError
 from .queries import filter_runs, parse_tolerance, regressions_of, verdict_under
 from .report_build import build_report
@@ -123,17 +124,23 @@ def run(revs: tuple[str, ...], probe_names: tuple[str, ...], repo: Path | None, 
 @click.option("--bad", help="A later revision (on the first-parent line) where it fails.")
 @click.option("--resume", is_flag=True, help="Continue the newest unfinished bisect of this target and probe.")
 @click.option("--probe", "probe_name", help="Probe to bisect with (default: the target's first probe).")
+@click.option("--strategy", type=click.Choice(STRATEGIES), default="auto", show_default=True, help="auto: bisection, Bayesian once results contradict or the probe's history flakes.")
+@click.option("--confidence", default=0.95, show_default=True, type=click.FloatRange(0.5, 1, max_open=True), help="Posterior probability at which a flake-aware search stops.")
+@click.option("--max-runs", type=click.IntRange(1), help="Most probe executions the session may spend (default: no bound).")
 @target_options
 @execution_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def bisect(good: str | None, bad: str | None, resume: bool, probe_name: str | None, repo: Path | None, target: str | None, as_json: bool, **execution: Any) -> None:
-    """Find the first bad commit between --good and --bad (first-parent), reusing stored results."""
+def bisect(good: str | None, bad: str | None, resume: bool, probe_name: str | None, strategy: StrategyName, confidence: float, max_runs: int | None, repo: Path | None, target: str | None, as_json: bool, **execution: Any) -> None:
+    """Find the first bad commit between --good and --bad (first-parent), reusing stored results.
+
+    With --workers W, W revisions are probed side by side in each round (one worker per GPU)."""
     if resume == bool(good or bad) or (not resume and not (good and bad)):
         raise click.UsageError("give both --good and --bad, or --resume alone")
     options = _execution(**execution)
+    search = BisectOptions(strategy, options.workers, confidence, max_runs)
     with workspace(repo, target) as ws, options.executor() as executor:
         probe = ws.probe(probe_name)
-        session = BisectSession(ws.store, ws.repo, ws.prober(probe, executor, "bisect", options.seed), on_step=render.step_printer(err))
+        session = BisectSession(ws.store, ws.repo, ws.prober(probe, executor, "bisect", options.seed), search, render.step_printer(err))
         report = session.resume() if resume else session.start(good or "", bad or "")
     if as_json:
         _emit_json(report.to_json())

@@ -106,9 +106,15 @@ def step_printer(console: Console) -> StepCallback:
 
 def bisect_summary(report: BisectReport) -> Group:
     lines: list[Text] = []
-    if report.culprit is not None:
+    if report.no_culprit:
+        lines.append(Text(f"no culprit: the failures look like flakes, not a commit of the range (probability {report.confidence:.3f})", style="bold"))
+    elif report.culprit is not None:
         c = report.culprit
-        lines.append(Text.assemble("first bad commit: ", (c.sha, "bold"), f"\n  {c.subject}"))
+        sure = "" if report.confidence == 1.0 else f" (probability {report.confidence:.3f})"
+        lines.append(Text.assemble("first bad commit: ", (c.sha, "bold"), sure, f"\n  {c.subject}"))
+        if report.fail_rate_after is not None and report.confidence < 1.0:
+            before = "no runs" if report.fail_rate_before is None else f"{report.fail_rate_before:.0%} of runs"
+            lines.append(Text(f"  failures: {before} before it, {report.fail_rate_after:.0%} of runs from it on"))
         for label, m in (("at the culprit", report.culprit_measurement), ("at its parent", report.parent_measurement)):
             if m is not None:
                 metrics = ", ".join(f"{k}={v:.3g}" for k, v in m.metrics.items())
@@ -116,7 +122,11 @@ def bisect_summary(report: BisectReport) -> Group:
     else:
         lines.append(Text(f"the first bad commit is one of {len(report.candidates)} (untestable commits hide it):", style="bold"))
         lines += [Text(f"  {short(c.sha)} {c.subject}") for c in report.candidates]
-    lines.append(Text(f"probe {report.probe}: {report.executions} executions, {report.reused} results reused from the store (session {report.session_id})"))
+    how = report.strategy + (f", switched to Bayesian: {report.switch_reason}" if report.switch_reason else "")
+    lines.append(Text(
+        f"probe {report.probe} ({how}): {report.executions} executions in {report.rounds} rounds, "
+        f"{report.reused} results reused from the store (session {report.session_id})"
+    ))
     return Group(*lines)
 
 
