@@ -302,13 +302,14 @@ class BayesianSearch:
     flight, less the ones nearest the runs in flight; the same index may come back (reruns).
 
     **Stopping.** Done when the top hypothesis (a single culprit, or "no culprit") reaches
-    ``confidence`` both in the posterior and in the *guard*, the posterior without the hard model
-    (:meth:`_guard`); when ``max_runs`` runs have been recorded (every recorded verdict counts,
-    ends and skips included); or when nothing is left to probe. The guard is what keeps the
-    confidence honest for intermittent bugs: without it, lucky passes just after the culprit let
-    the hard model name a later commit at 0.95 while it is wrong one time in five (measured by
-    ``scripts/sim_bisect.py``). It costs a hard breakage about two more runs, spent at the
-    culprit's parent side. Once the posterior is sure, the next points are chosen in the guard.
+    ``confidence`` in the posterior and, for a culprit, in the *guard* too, the posterior without
+    the hard model (:meth:`_guard`); when ``max_runs`` runs have been recorded (every recorded
+    verdict counts, ends and skips included); or when nothing is left to probe. The guard is what
+    keeps the confidence honest for intermittent bugs: without it, lucky passes just after the
+    culprit let the hard model name a later commit at 0.95 while it is wrong up to 15 % of the
+    time (measured by ``scripts/sim_bisect.py``). It costs a hard breakage two to five more runs,
+    spent at the culprit's parent side. Once the posterior is sure, the next points are chosen in
+    the guard.
 
     :meth:`posterior` returns a list of length ``size``: index 0 (never a culprit) holds the
     "no culprit" mass, index c the mass of "c is the culprit"; it sums to 1.
@@ -474,10 +475,16 @@ class BayesianSearch:
         return _View([replace(g, hard=0.0, intermittent=g.intermittent * scale / total) for g in groups], self._none / total)
 
     def _sure(self) -> bool:
-        """The posterior and the guard name the same answer, each with ``confidence``."""
+        """The posterior names an answer with ``confidence`` and, for a culprit, the guard names
+        the same one with ``confidence`` too. "No culprit" needs no guard: the hard model is what
+        the guard leaves out, and it is the model that gives "no culprit" no room."""
         best, mass = self._top()
+        if mass < self.confidence:
+            return False
+        if best is None:
+            return True
         guarded, guarded_mass = self._top(self._guard())
-        return mass >= self.confidence and guarded == best and guarded_mass >= self.confidence
+        return guarded == best and guarded_mass >= self.confidence
 
     def _deciding_view(self) -> _View:
         """Where the next points are chosen: the posterior until it is sure, then the guard."""
@@ -593,12 +600,10 @@ class BayesianSearch:
         return None
 
     def answer(self) -> StrategyAnswer:
-        """The posterior's top hypothesis; its confidence is the lower of its probabilities in the
-        posterior and in the guard (see :meth:`_guard`)."""
+        """The posterior's top hypothesis; a culprit's confidence is the lower of its probabilities
+        in the posterior and in the guard (see :meth:`_guard`)."""
         groups = self._update()
         best, mass = self._top()
-        guard = self._guard()
-        mass = min(mass, guard.none if best is None else next(g.per_culprit for g in guard.groups if g.lo == best))
         if best is None:
             return StrategyAnswer(culprit=None, candidates=(), confidence=mass, no_culprit=True)
         # The smallest set of culprits holding `confidence` of the culprit mass (whole groups
@@ -613,10 +618,11 @@ class BayesianSearch:
                 chosen.append(c)
                 cumulative += g.per_culprit
         group = next(g for g in groups if g.lo == best)
+        guarded = next(g.per_culprit for g in self._guard().groups if g.lo == best)
         return StrategyAnswer(
             culprit=best,
             candidates=tuple(sorted(chosen)),
-            confidence=mass,
+            confidence=min(mass, guarded),
             no_culprit=False,
             fail_rate_before=group.fails_before / group.runs_before if group.runs_before else None,
             fail_rate_after=group.fails_after / group.runs_after if group.runs_after else None,
