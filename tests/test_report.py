@@ -147,6 +147,7 @@ def test_the_bisect_with_its_steps_and_the_environment(reported: Reported) -> No
     assert (b.session_id, b.probe, b.good, b.bad, b.status) == (session["session"], PROBES[0], session["good"], session["bad"], "done")
     assert b.culprit == session["culprit"] == reported.manifest.bugs["target_verify_overwrite"].introduced
     assert b.candidates == tuple(session["candidates"])
+    assert (b.strategy, b.confidence) == (session["strategy"], session["confidence"]) == ("auto", 1.0)
     assert [(s.sha, s.verdict, s.reused) for s in b.steps] == [(s["sha"], s["verdict"], s["reused"]) for s in session["steps"]]
     assert b.steps
     [env] = reported.data.environments

@@ -119,7 +119,8 @@ def demo_report() -> ReportData:
                       ReportBisectStep(sha[19], "good", True))),
         ReportBisect(2, "swa_page_table", sha[7], sha[14], "done", sha[10], (sha[10],),
                      (ReportBisectStep(sha[11], "bad", False), ReportBisectStep(sha[9], "good", False),
-                      ReportBisectStep(sha[10], "bad", False))),
+                      ReportBisectStep(sha[10], "bad", False), ReportBisectStep(sha[9], "good", False)),
+                     strategy="auto", confidence=0.9624),
         ReportBisect(1, "target_verify_attention", sha[3], sha[15], "ambiguous", None, (sha[4], sha[5], sha[6], sha[7]),
                      (ReportBisectStep(sha[5], "skip", False), ReportBisectStep(sha[8], "good", False))),
     ]
@@ -219,7 +220,7 @@ def hostile_report() -> ReportData:
         (ReportTransition(probe, sha[1], "regression", None, None, (sha[0], sha[1])),
          ReportTransition(probe, sha[2], "fix", sha[1], "reverts")),
         (ReportStretch(probe, "flaky", sha[0], sha[0]),),
-        (ReportBisect(1, probe, sha[0], sha[2], h("status"), sha[1], (sha[1],), (ReportBisectStep(sha[1], "bad", True),)),
+        (ReportBisect(1, probe, sha[0], sha[2], h("status"), sha[1], (sha[1],), (ReportBisectStep(sha[1], "bad", True),), h("strategy")),
          ReportBisect(2, probe, sha[0], sha[2], "ambiguous", None, (h("candidate"),), ())),
         (ReportEnvironment(h("fingerprint"), *(h(f) for f in ("device", "gpu", "cc", "driver", "cuda", "torch", "flashinfer", "python", "host"))),),
     )
@@ -264,7 +265,7 @@ def test_every_data_field_is_escaped() -> None:
     assert not [name for _, attrs in parsed.tags for name in attrs if name.startswith("on")]
     assert "<i>" not in page and "<b " not in page
     shown = parsed.all_text() + "\n".join(parsed.attribute_values())
-    fields = ["repository", "probe", "signature", "status", "candidate", "fingerprint",
+    fields = ["repository", "probe", "signature", "status", "strategy", "candidate", "fingerprint",
               "device", "gpu", "cc", "driver", "cuda", "torch", "flashinfer", "python", "host"]
     fields += [f"subject{i}" for i in range(3)] + [f"author{i}" for i in range(3)]
     for name in fields:
@@ -315,6 +316,14 @@ def test_transitions_tell_the_story_with_revert_and_reland_pairs() -> None:
     assert f"good since {s[16]} (#{pr[16]}); first broken by {s[10]}" in text
     assert "no transition: good throughout" in text  # decode_graph_replay: only a flaky stretch
     assert "Revert and re-land pairs" in text
+
+
+def test_a_bisect_shows_its_strategy_and_a_probability_below_one() -> None:
+    summaries = [" ".join(s.split()) for s in re.findall(r"<summary>(.*?)</summary>", render_html(demo_report()))]
+    [flaky] = [s for s in summaries if "swa_page_table" in s]
+    assert "done &middot; auto &middot; culprit" in flaky and "(probability 0.962)" in flaky
+    trusting = [s for s in summaries if "target_verify" in s]
+    assert len(trusting) == 2 and not any("probability" in s or "auto" in s for s in trusting)
 
 
 def test_hidden_transition_lists_its_candidates() -> None:

@@ -143,4 +143,6 @@ def _bisect(session: SessionRow, steps: Sequence[StepRow]) -> ReportBisect:
         culprit=result.get("culprit"),
         candidates=tuple(result.get("candidates", ())),
         steps=tuple(ReportBisectStep(s.sha, cast(StepVerdict, s.verdict), s.reused) for s in steps),
+        strategy=session.strategy,
+        confidence=result.get("confidence"),
     )

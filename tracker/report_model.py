@@ -80,6 +80,8 @@ class ReportBisect:
     culprit: str | None
     candidates: tuple[str, ...]
     steps: tuple[ReportBisectStep, ...]
+    strategy: str | None = None
+    confidence: float | None = None  # the answer's probability; 1.0 from a search that trusts every run
 
 
 @dataclass(frozen=True)
