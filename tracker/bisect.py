@@ -31,6 +31,8 @@ from .verdicts import Verdict
 
 StrategyName = Literal["auto", "binary", "kary", "bayes"]
 STRATEGIES: tuple[str, ...] = ("auto", "binary", "kary", "bayes")
+# Pseudo-runs behind the flake-rate prior when no history says how many runs it rests on.
+DEFAULT_PRIOR_STRENGTH = 50.0
 
 
 @dataclass(frozen=True)
@@ -324,7 +326,7 @@ class BayesianSearch:
         confidence: float = 0.95,
         max_runs: int | None = None,
         *,
-        prior_strength: float = 50.0,
+        prior_strength: float = DEFAULT_PRIOR_STRENGTH,
         after_prior: tuple[float, float] = (2.0, 1.0),
         no_culprit_prior: float = 0.5,
         hard_weight: float = 0.5,
@@ -766,17 +768,17 @@ def make_strategy(
     """A strategy by its CLI name. ``workers`` is only checked here: the caller asks each round for
     ``next_indices(workers, in_flight)``. ``flake_rate_prior`` is the probe's observed flake rate
     in stored history (None: unknown; bayes then assumes 0.05) and ``prior_strength`` how many runs
-    it rests on, as pseudo-runs of the Bayesian prior (None: :class:`BayesianSearch`'s default)."""
+    it rests on, as pseudo-runs of the Bayesian prior (None: ``DEFAULT_PRIOR_STRENGTH``)."""
     if workers < 1:
         raise ValueError(f"workers must be at least 1, not {workers}")
-    options: dict[str, float] = {} if prior_strength is None else {"prior_strength": prior_strength}
+    strength = DEFAULT_PRIOR_STRENGTH if prior_strength is None else prior_strength
     if name == "binary":
         return BinarySearch(size)
     if name == "kary":
         return KarySearch(size)
     if name == "bayes":
         flake = flake_rate_prior if flake_rate_prior is not None else 0.05
-        return BayesianSearch(size, flake, confidence, max_runs, **options)
+        return BayesianSearch(size, flake, confidence, max_runs, prior_strength=strength)
     if name == "auto":
-        return AutoSearch(size, confidence, flake_rate_prior, max_runs, **options)
+        return AutoSearch(size, confidence, flake_rate_prior, max_runs, prior_strength=strength)
     raise ValueError(f"unknown strategy {name!r}; choose one of {', '.join(STRATEGIES)}")
