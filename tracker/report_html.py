@@ -227,7 +227,8 @@ class _Page:
             name = f"#{commit.pr_number}" if commit.pr_number is not None else sha[:8]
             labels.append((100 * (x1 + x2) / 2 / n, f'class="arc-label {css}" href="#c-{_e(sha)}" title="{_e(label)}">{arrow} {_e(name)}</a>'))
         # Labels sit under the arcs' middles, on as many lines as keep neighbours from overlapping.
-        placed, ends = [], []
+        placed: list[str] = []
+        ends: list[float] = []  # per line, where its last label sits
         for left, rest in sorted(labels, key=lambda item: item[0]):
             line = next((i for i, end in enumerate(ends) if left - end >= 7), len(ends))
             ends[line:line + 1] = [left]
