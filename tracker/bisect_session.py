@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 
 from db.store import CommitInfo, Store
 
-from .bisect import Strategy, StrategyName, make_strategy
+from .bisect import DEFAULT_PRIOR_STRENGTH, Strategy, StrategyName, make_strategy
 from .errors import UsageError
 from .measure import Measurement, Prober, Request
 from .revisions import Repo
@@ -193,8 +193,8 @@ class _Run:
             self.options.confidence,
             self.options.max_runs,
             self.flake_rate_prior,
-            # the history's weight as pseudo-runs: a rate read from a few runs is a weak prior
-            min(max(flake.runs, 2), 50) if flake else None,
+            # the history's weight as pseudo-runs, up to the weight of a prior without history
+            min(flake.runs, DEFAULT_PRIOR_STRENGTH) if flake else None,
         )
         self.flake_aware = strategy_name in FLAKE_AWARE
         self.executions_before, self.reused_before = self.prober.executions, self.prober.reused
@@ -238,9 +238,10 @@ class _Run:
     # -- the ends ---------------------------------------------------------------------------------
 
     def verify_ends(self) -> None:
-        ends = {0: Verdict.GOOD, len(self.shas) - 1: Verdict.BAD}
-        limits = {0: GOOD_END_ATTEMPTS, len(self.shas) - 1: BAD_END_ATTEMPTS} if self.flake_aware else {0: 1, len(self.shas) - 1: 1}
-        while pending := [i for i, expected in ends.items() if not self._end_settled(i, expected, limits[i])]:
+        ends = {0: (Verdict.GOOD, GOOD_END_ATTEMPTS), len(self.shas) - 1: (Verdict.BAD, BAD_END_ATTEMPTS)}
+        while pending := [
+            i for i, (expected, attempts) in ends.items() if not self._end_settled(i, expected, attempts if self.flake_aware else 1)
+        ]:
             self.measure(pending)
 
     def _end_settled(self, index: int, expected: Verdict, limit: int) -> bool:

@@ -19,7 +19,7 @@ from .config import Target
 from .executors import Job, JobResult, LocalExecutor
 from .revisions import Repo
 from .snapshots import SnapshotCache
-from .verdicts import FlakeEstimate, Verdict, flake_estimate, verdict_of
+from .verdicts import FlakeEstimate, Verdict, flake_estimate, verdict_of, verdicts_by_attempt
 
 
 @dataclass(frozen=True)
@@ -100,14 +100,12 @@ class Prober:
         by_attempt: dict[int, list[Outcome]] = {}
         for run in self.store.runs_for_tree(tree_hash, self.probe_id, self.environment_id):
             by_attempt.setdefault(run.attempt, []).append(run.outcome)
-        return [verdict_of(outcomes) for _, outcomes in sorted(by_attempt.items())]
+        return verdicts_by_attempt(by_attempt)
 
     def flake_history(self) -> FlakeEstimate | None:
         """This probe's observed flake rate in this environment, from every stored tree."""
         by_tree = self.store.attempt_outcomes(self.probe.name, self.environment_id)
-        return flake_estimate(
-            [verdict_of(outcomes) for _, outcomes in sorted(attempts.items())] for attempts in by_tree.values()
-        )
+        return flake_estimate(verdicts_by_attempt(attempts) for attempts in by_tree.values())
 
     def measure(self, sha: str, tree_hash: str, session_id: int | None = None, rerun: bool = False) -> Measurement:
         """Stored results when every case has one (unless ``rerun``), else run what is missing."""
