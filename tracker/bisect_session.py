@@ -79,7 +79,7 @@ class BisectReport:
     parent_measurement: Measurement | None = None
     steps: list[Step] = field(default_factory=list)
     executions: int = 0
-    reused: int = 0
+    reused: int = 0  # revisions answered from the store, and steps a resumed session replayed
     rounds: int = 0
 
     def to_json(self) -> dict[str, object]:
@@ -202,8 +202,10 @@ class _Run:
         self.verdicts: dict[int, list[Verdict]] = {}
         self.measurements: dict[int, Measurement] = {}
         self.rounds = 0
-        for stored in self.session.store.steps(session_id):
+        stored_steps = self.session.store.steps(session_id)
+        for stored in stored_steps:
             self._feed(self.index_of[stored.sha], Verdict(stored.verdict), stored.reused, None)
+        self.replayed = len(stored_steps)
 
     # -- evidence ---------------------------------------------------------------------------------
 
@@ -291,7 +293,7 @@ class _Run:
             report.culprit_measurement = self._evidence(answer.culprit)
             report.parent_measurement = self._evidence(answer.culprit - 1)
         report.executions = self._executions()
-        report.reused = self.prober.reused - self.reused_before
+        report.reused = self.prober.reused - self.reused_before + self.replayed
         return report
 
     def _commit(self, index: int) -> CommitInfo:
