@@ -124,12 +124,15 @@ def main() -> int:
     parser.add_argument("--max-runs", type=int, default=None, help="budget of auto/bayes (default 1000, quick 200)")
     parser.add_argument("--hard-weight", type=float, default=None, help="BayesianSearch hard_weight (default: its own)")
     parser.add_argument("--after-prior", type=float, nargs=2, default=None, help="BayesianSearch after_prior a b")
+    parser.add_argument("--intermittent-margin", type=float, default=None, help="BayesianSearch intermittent_margin")
     args = parser.parse_args()
     model: dict[str, object] = {}
     if args.hard_weight is not None:
         model["hard_weight"] = args.hard_weight
     if args.after_prior is not None:
         model["after_prior"] = tuple(args.after_prior)
+    if args.intermittent_margin is not None:
+        model["intermittent_margin"] = args.intermittent_margin
     trials = args.trials or (12 if args.quick else 100)
     max_runs = args.max_runs or (200 if args.quick else 1000)
     rows = scenarios()

@@ -336,6 +336,45 @@ def test_intermittent_answer_carries_failure_rates() -> None:
     assert answer.fail_rate_after is not None and 0.2 < answer.fail_rate_after < 0.8
 
 
+
+def _intermittent_runs(seed: int, margin: float) -> tuple[BayesianSearch, list[tuple[int, Verdict]]]:
+    """Drive a search on an intermittent bug at 40 (runs there fail half the time, none before)."""
+    rng = random.Random(seed)
+    search = BayesianSearch(65, flake_rate=0.0, max_runs=500, intermittent_margin=margin)
+    search.record(64, B)
+    runs: list[tuple[int, Verdict]] = []
+    while not search.done():
+        index = search.next_indices(1)[0]
+        runs.append((index, B if index >= 40 and rng.random() < 0.5 else G))
+        search.record(*runs[-1])
+    return search, runs
+
+
+def test_with_the_hard_model_ruled_out_a_culprit_must_clear_the_intermittent_margin() -> None:
+    loose, runs = _intermittent_runs(seed=1, margin=1.0)
+    assert loose.answer().culprit == 40 and 0.95 <= loose.answer().confidence < 0.99
+    strict = BayesianSearch(65, flake_rate=0.0, max_runs=500)
+    strict.record(64, B)
+    for index, verdict in runs:
+        strict.record(index, verdict)
+    assert sum(strict.components()["hard"]) < 0.5  # type: ignore[arg-type]
+    assert not strict.done()
+    rng = random.Random(100)
+    drive(strict, lambda i: B if i >= 40 and rng.random() < 0.5 else G)
+    assert strict.answer().culprit == 40 and strict.answer().confidence >= 0.99
+
+
+def test_while_the_hard_model_holds_the_margin_changes_nothing() -> None:
+    loose, runs = _intermittent_runs(seed=4, margin=1.0)
+    strict, same = _intermittent_runs(seed=4, margin=5.0)
+    assert sum(strict.components()["hard"]) >= 0.5  # type: ignore[arg-type]
+    assert same == runs and strict.answer() == loose.answer()
+
+
+def test_a_margin_below_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="margin"):
+        BayesianSearch(10, intermittent_margin=0.5)
+
 # -- auto -----------------------------------------------------------------------------------------
 
 
