@@ -1,6 +1,6 @@
 """Simulation benchmark of the bisection strategies on synthetic flaky oracles (seeded).
 
-    python scripts/sim_bisect.py [--seed 1] [--trials 100] [--quick] [--jobs 2] [--max-runs 1000]
+    python scripts/sim_bisect.py [--seed 1] [--trials 100] [--quick] [--jobs 2] [--max-runs 3000]
 
 A range holds n candidate commits (n = 128 and 1,024; indices 1..n, index 0 the good end). In a
 culprit scenario, runs before the culprit fail at the flake rate (false failures) and runs from
@@ -121,7 +121,7 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=None, help="trials per row (default 100, quick 12)")
     parser.add_argument("--quick", action="store_true", help="a fast smoke run")
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--max-runs", type=int, default=None, help="budget of auto/bayes (default 1000, quick 200)")
+    parser.add_argument("--max-runs", type=int, default=None, help="budget of auto/bayes (default 3000, quick 200: the slowest rows need more than 1,000)")
     parser.add_argument("--hard-weight", type=float, default=None, help="BayesianSearch hard_weight (default: its own)")
     parser.add_argument("--after-prior", type=float, nargs=2, default=None, help="BayesianSearch after_prior a b")
     parser.add_argument("--intermittent-margin", type=float, default=None, help="BayesianSearch intermittent_margin")
@@ -134,7 +134,7 @@ def main() -> int:
     if args.intermittent_margin is not None:
         model["intermittent_margin"] = args.intermittent_margin
     trials = args.trials or (12 if args.quick else 100)
-    max_runs = args.max_runs or (200 if args.quick else 1000)
+    max_runs = args.max_runs or (200 if args.quick else 3000)
     rows = scenarios()
     work = [(args.seed, s, strategy, i, max_runs, model) for s in rows for strategy in STRATEGIES for i in range(trials)]
     # Longest first (Bayesian runs on intermittent and no-culprit rows) so the pool ends together.
