@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from dataclasses import fields as dataclass_fields
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from alembic import command
 from alembic.config import Config
@@ -150,6 +150,9 @@ class StepRow:
     created_at: datetime
 
 
+TransitionKind = Literal["regression", "fix"]
+
+
 @dataclass(frozen=True)
 class TransitionRecord:
     """A transition as scans and the scheduled job store it; ``candidates`` lists the commits it may
@@ -157,7 +160,7 @@ class TransitionRecord:
 
     probe: str
     sha: str
-    kind: Literal["regression", "fix"]
+    kind: TransitionKind
     pairs_with: str | None
     pair_kind: str | None
     candidates: tuple[str, ...]
@@ -467,7 +470,7 @@ class Store:
             rows = session.scalars(query.order_by(TransitionRow.authored_at, TransitionRow.id)).all()
             return [
                 TransitionRecord(
-                    r.probe, r.sha, r.kind, r.pairs_with, r.pair_kind, tuple(r.candidates), r.authored_at, r.trigger, r.found_at
+                    r.probe, r.sha, cast(TransitionKind, r.kind), r.pairs_with, r.pair_kind, tuple(r.candidates), r.authored_at, r.trigger, r.found_at
                 )
                 for r in rows
             ]

@@ -16,13 +16,14 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from tracker.errors import UsageError
 from tracker.revisions import Repo, paths_key, tree_hash_of
 
 TEMP_PREFIX = ".tmp-"
 STALE_TEMP_S = 3600.0
-EXTRACT_OPTIONS = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+EXTRACT_OPTIONS: dict[str, Any] = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
 
 
 def default_root() -> Path:

@@ -50,7 +50,7 @@ def check(bk: ModuleType, ctx: ProbeContext, params: Mapping[str, Any]) -> Probe
     mode, T = bk.ForwardMode.DRAFT_EXTEND, EXTEND_TOKENS
     runner = bk.GraphRunner(scn.backend, mode, [bs], T)
     runner.capture()
-    problems: list[str] = []
+    problems: list[str | None] = []
     for seq_lens in (lens[:bs] for lens in REPLAYS):
         req = scn.admit(seq_lens)
         firsts, rows = window_rows(scn.pool, req, seq_lens, window)
