@@ -30,4 +30,6 @@ def all_probes() -> list[Probe]:
 
 
 def _load_builtins() -> None:
-    from . import builtin  # noqa: F401  (registers on import)
+    from .builtin import load
+
+    load()

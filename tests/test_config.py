@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -37,6 +39,22 @@ def test_no_config_is_one_default_target_at_the_git_top_level(repo: GitRepo) -> 
     target = config.target(None)
     assert target == Target("default", repo.path.resolve(), ("backend",), ALL_PROBES, "main")
     assert config.target("default") is target
+
+
+def test_loading_a_config_names_the_builtin_probes_without_importing_torch(repo: GitRepo, tmp_path: Path) -> None:
+    """Every command loads the config; the query commands should not pay for torch to do it."""
+    checked = tmp_path / "checked"
+    checked.mkdir()
+    (checked / "regtrack.toml").write_text(f'[targets.default]\nrepo = {str(repo.path)!r}\nprobes = ["swa_page_table"]\n')
+    code = (
+        "import sys; from pathlib import Path; from tracker.config import load_config; "
+        f"default = load_config(Path({str(repo.path)!r}), None).target(None); "
+        f"listed = load_config(Path({str(checked)!r}), None).target(None); "
+        "print(len(default.probes), listed.probes, 'torch' in sys.modules)"
+    )
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
+    assert done.stdout.split() == [str(len(ALL_PROBES)), "('swa_page_table',)", "False"]
 
 
 def test_no_config_with_repo_override(repo: GitRepo, tmp_path: Path) -> None:

@@ -25,9 +25,9 @@ TARGET_KEYS = ("repo", "paths", "probes", "branch")
 
 
 def builtin_probe_names() -> tuple[str, ...]:
-    from probes.registry import all_probes
+    from probes.builtin import NAMES
 
-    return tuple(probe.name for probe in all_probes())
+    return NAMES
 
 
 @dataclass

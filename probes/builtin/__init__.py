@@ -1,6 +1,15 @@
-"""The built-in probes; importing this package registers them."""
+"""The built-in probes. :func:`load` imports their modules, and importing a module registers its
+probe; ``NAMES`` lists them without importing anything, so checking a configuration's probe names
+does not pay for torch."""
 
-from . import target_verify_metadata  # noqa: F401  (registration order is the default probe order)
-from . import target_verify_attention  # noqa: F401
-from . import decode_graph_replay  # noqa: F401
-from . import swa_page_table  # noqa: F401
+from __future__ import annotations
+
+import importlib
+
+# Module and probe names alike, in registration order: the default probe order.
+NAMES = ("target_verify_metadata", "target_verify_attention", "decode_graph_replay", "swa_page_table")
+
+
+def load() -> None:
+    for name in NAMES:
+        importlib.import_module(f"{__name__}.{name}")
