@@ -253,8 +253,7 @@ class _Run:
         if expected in (seen if self.flake_aware else seen[-1:]):
             return True
         if seen[-1] is Verdict.SKIP or len(seen) >= limit:
-            measurement = self.measurements.get(index) or self.prober.measure(self.shas[index], self.trees[index])
-            raise BadEnd(_bad_end_message(self.prober.probe.name, expected, measurement, len(seen)))
+            raise BadEnd(_bad_end_message(self.prober.probe.name, expected, self._measurement(index), len(seen)))
         return False
 
     # -- the search -------------------------------------------------------------------------------
@@ -303,8 +302,10 @@ class _Run:
 
     def _evidence(self, index: int) -> Measurement | None:
         """The stored result at a probed revision (nothing is run for it)."""
-        if index not in self.verdicts:
-            return None
+        return self._measurement(index) if index in self.verdicts else None
+
+    def _measurement(self, index: int) -> Measurement:
+        """The latest result at a probed revision: this pass's, or the store's."""
         return self.measurements.get(index) or self.prober.measure(self.shas[index], self.trees[index])
 
 

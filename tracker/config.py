@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from probes.builtin import NAMES as BUILTIN_PROBES
 from tracker.errors import UsageError
 
 if sys.version_info >= (3, 11):
@@ -24,18 +25,12 @@ TOP_KEYS = ("db_url", "targets")
 TARGET_KEYS = ("repo", "paths", "probes", "branch")
 
 
-def builtin_probe_names() -> tuple[str, ...]:
-    from probes.builtin import NAMES
-
-    return NAMES
-
-
 @dataclass
 class Target:
     name: str
     repo: Path
     paths: tuple[str, ...] = DEFAULT_PATHS
-    probes: tuple[str, ...] = field(default_factory=builtin_probe_names)
+    probes: tuple[str, ...] = BUILTIN_PROBES
     branch: str = DEFAULT_BRANCH
 
 
@@ -187,7 +182,7 @@ def _target_repo(file: Path, key: str, entry: Mapping[str, Any], repo_override: 
 
 def _probes(file: Path, key: str, value: object) -> tuple[str, ...]:
     names = _strings(file, key, value)
-    known = builtin_probe_names()
+    known = BUILTIN_PROBES
     unknown = [name for name in names if name not in known]
     if unknown:
         raise UsageError(f"{file}: {key} names unknown probe {unknown[0]!r}; known probes: {', '.join(known)}")
