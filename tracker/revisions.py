@@ -7,6 +7,7 @@ thousands of commits cost about as much as a handful.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import subprocess
 from collections.abc import Iterable, Sequence
@@ -26,6 +27,18 @@ PR_MERGE = re.compile(r"^Merge pull request #(\d+)\b")
 REVERTS = re.compile(r"^This reverts commit ([0-9a-f]{40}(?:[0-9a-f]{24})?)\b", re.MULTILINE)
 LOG_FIELDS = ("%H", "%P", "%an", "%ae", "%at", "%s", "%B")
 ROOT_PATH = "."
+# Settings given on every git command line, so that no user or repository config changes what
+# regtrack parses: colour codes, signature checks, quoting and diff prefixes all alter the output.
+NEUTRAL_CONFIG = (
+    "color.ui=never",
+    "log.showSignature=false",
+    "core.quotePath=false",
+    "diff.noprefix=false",
+    "diff.mnemonicPrefix=false",
+    "diff.relative=false",
+)
+# Environment variables that reach into git's diff and paging machinery whatever the config says.
+UNSET_ENVIRONMENT = ("GIT_EXTERNAL_DIFF", "GIT_PAGER", "GIT_DIFF_OPTS")
 
 
 def pr_number(subject: str) -> int | None:
@@ -64,7 +77,6 @@ class Repo:
             raise UsageError(f"{path} is not a git repository; {fix}") from None
         if repo.bare or repo.working_tree_dir is None:
             raise UsageError(f"{path} is a bare repository; clone it (git clone {path} DIR) and {fix}")
-        self._repo = repo
         self.path = Path(repo.working_tree_dir)
 
     def __repr__(self) -> str:
@@ -83,12 +95,10 @@ class Repo:
 
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
         shas = self._verify_commits([ancestor, descendant])
-        status = self._repo.git.merge_base(
-            "--is-ancestor", shas[ancestor], shas[descendant], with_extended_output=True, with_exceptions=False
-        )[0]
-        if status not in (0, 1):
-            raise RuntimeError(f"git merge-base --is-ancestor failed in {self.path} with status {status}")
-        return status == 0
+        result = self._git("merge-base", "--is-ancestor", shas[ancestor], shas[descendant])
+        if result.returncode not in (0, 1):
+            raise RuntimeError(f"git merge-base --is-ancestor failed in {self.path}: {_stderr(result)}")
+        return result.returncode == 0
 
     def first_parent_range(self, good: str, bad: str) -> list[str]:
         """The commits after ``good`` up to and including ``bad`` on ``bad``'s first-parent line, oldest first."""
@@ -101,8 +111,8 @@ class Repo:
                 "swap good and bad" if self.is_ancestor(bad_sha, good_sha) else "pick a good commit from bad's history"
             )
             raise UsageError(f"good {good_sha} is not an ancestor of bad {bad_sha}; {fix}")
-        lines = self._repo.git.rev_list(
-            "--first-parent", "--ancestry-path", "--parents", "--reverse", f"{good_sha}..{bad_sha}"
+        lines = self._run(
+            "rev-list", "--first-parent", "--ancestry-path", "--parents", "--reverse", f"{good_sha}..{bad_sha}"
         ).splitlines()
         oldest = lines[0].split() if lines else []
         if len(oldest) < 2 or oldest[1] != good_sha:
@@ -115,7 +125,7 @@ class Repo:
 
     def first_parent_history(self, rev: str) -> list[str]:
         """Every commit on ``rev``'s first-parent line, oldest first."""
-        return self._repo.git.rev_list("--first-parent", "--reverse", self.resolve(rev)).split()
+        return self._run("rev-list", "--first-parent", "--reverse", self.resolve(rev)).split()
 
     def line(self, spec: str) -> list[str]:
         """``A..B``: A and the first-parent commits after it up to B; ``B``: B's whole first-parent line."""
@@ -156,6 +166,10 @@ class Repo:
             "--no-walk=unsorted",
             "--stdin",
             "-z",
+            "--no-show-signature",
+            "--no-color",
+            "--no-notes",
+            "--encoding=UTF-8",
             "--format=" + "%x00".join(LOG_FIELDS),
             stdin="".join(f"{sha}\n" for sha in wanted),
         )
@@ -166,11 +180,15 @@ class Repo:
 
     def patch_id(self, sha: str, paths: Sequence[str]) -> str | None:
         """``git patch-id --stable`` of the commit's change to ``paths``: equal for a re-land of the
-        same change, whatever its parent; None when the commit does not touch them."""
-        diff = self._repo.git.diff(f"{sha}^1", sha, "--", *paths)
+        same change, whatever its parent; None when the commit does not touch them.
+
+        The diff is plumbing's, in full and as bytes: no config, text conversion or external diff
+        program shapes it, and contents in any encoding reach patch-id unchanged."""
+        options = ("-p", "--no-color", "--no-ext-diff", "--no-textconv", "--full-index")
+        diff = self._run_raw("diff-tree", *options, f"{sha}^1", sha, "--", *paths)
         if not diff:
             return None
-        return self._run("patch-id", "--stable", stdin=diff + "\n").split()[0]
+        return self._run_raw("patch-id", "--stable", stdin=diff).decode().split()[0]
 
     def _verify_commits(self, revs: Iterable[str]) -> dict[str, str]:
         """Each revision's full commit SHA; an unknown one is a UsageError."""
@@ -202,19 +220,37 @@ class Repo:
             raise RuntimeError(f"git cat-file answered {len(results)} of {len(objects)} objects in {self.path}")
         return results
 
-    def _run(self, *args: str, stdin: str) -> str:
-        """A git command fed on stdin (GitPython's ``repo.git`` takes no input string)."""
-        result = subprocess.run(
-            [git.Git.GIT_PYTHON_GIT_EXECUTABLE or "git", *args],
+    def _run(self, *args: str, stdin: str | None = None) -> str:
+        """The output of a git command that must succeed, as text."""
+        return self._run_raw(*args, stdin=stdin.encode() if stdin is not None else None).decode(errors="replace")
+
+    def _run_raw(self, *args: str, stdin: bytes | None = None) -> bytes:
+        """The output of a git command that must succeed, as bytes."""
+        result = self._git(*args, stdin=stdin)
+        if result.returncode != 0:
+            raise RuntimeError(f"git {args[0]} failed in {self.path}: {_stderr(result)}")
+        return result.stdout
+
+    def _git(self, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+        """Every git command regtrack runs goes through here, with the user's display and diff
+        settings neutralised (``NEUTRAL_CONFIG``, ``UNSET_ENVIRONMENT``)."""
+        settings = [part for setting in NEUTRAL_CONFIG for part in ("-c", setting)]
+        return subprocess.run(
+            [git.Git.GIT_PYTHON_GIT_EXECUTABLE or "git", *settings, *args],
             check=False,
             cwd=self.path,
-            input=stdin.encode(),
+            env=_git_environment(),
+            input=stdin if stdin is not None else b"",
             capture_output=True,
         )
-        if result.returncode != 0:
-            message = result.stderr.decode(errors="replace").strip()
-            raise RuntimeError(f"git {args[0]} failed in {self.path}: {message}")
-        return result.stdout.decode(errors="replace")
+
+
+def _git_environment() -> dict[str, str]:
+    return {key: value for key, value in os.environ.items() if key not in UNSET_ENVIRONMENT}
+
+
+def _stderr(result: subprocess.CompletedProcess[bytes]) -> str:
+    return result.stderr.decode(errors="replace").strip()
 
 
 def _path_spec(sha: str, path: str) -> str:
