@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import subprocess
 import time
+from collections import defaultdict
 from datetime import datetime, timezone
 from itertools import pairwise
 from pathlib import Path
 
 import pytest
-from gitrepo import GitRepo, git
+from gitrepo import START, GitRepo, git, git_env
 
 from tracker.demo_history import DemoManifest, build_demo_history
 from tracker.errors import UsageError
@@ -64,6 +66,43 @@ def test_unknown_revision(small: GitRepo, rev: str) -> None:
     with pytest.raises(UsageError) as caught:
         Repo(small.path).resolve(rev)
     assert str(caught.value) == f"unknown revision {rev!r} in {small.path}; check `git log`"
+
+
+def commits_sharing_a_prefix(repo: GitRepo, batch: int = 256) -> list[str]:
+    """Adds empty commits, a batch per ``git fast-import``, until two commit SHAs share their first
+    4 hex digits (the shortest prefix git accepts); returns those commits."""
+    by_prefix: dict[str, list[str]] = defaultdict(list)
+    first = 0
+    while True:
+        stream = "".join(
+            f"commit refs/heads/main\ncommitter T <t@example.com> {START + n} +0000\ndata <<END\ncommit {n}\nEND\n"
+            + ("from refs/heads/main^0\n" if n == first > 0 else "")
+            + "\n"
+            for n in range(first, first + batch)
+        )
+        subprocess.run(["git", "fast-import", "--quiet"], cwd=repo.path, env=git_env(), input=stream, text=True, check=True)
+        for sha in git(repo.path, "rev-list", f"--max-count={batch}", "main").split():
+            by_prefix[sha[:4]].append(sha)
+        first += batch
+        shared = [shas for shas in by_prefix.values() if len(shas) > 1]
+        if shared:
+            return shared[0]
+
+
+def test_ambiguous_short_sha(tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path / "repo")
+    shas = commits_sharing_a_prefix(repo)
+    prefix = shas[0][:4]
+    assert set(git(repo.path, "rev-parse", f"--disambiguate={prefix}").split()) >= set(shas)
+    for rev in (prefix, f"{prefix}~1"):
+        with pytest.raises(UsageError) as caught:
+            Repo(repo.path).resolve(rev)
+        assert str(caught.value) == (
+            f"ambiguous revision {rev!r} in {repo.path}: it matches several objects; give more hex digits"
+        )
+    assert Repo(repo.path).resolve(shas[1][:12]) == shas[1]
+    with pytest.raises(UsageError, match="ambiguous revision"):
+        Repo(repo.path).first_parent_range(prefix, "main")
 
 
 def test_unknown_branch(small: GitRepo) -> None:

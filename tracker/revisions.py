@@ -200,25 +200,36 @@ class Repo:
         full = {}
         for rev, found in zip(revs, results):
             if found is None:
-                raise UsageError(f"unknown revision {rev!r} in {self.path}; check `git log`")
+                raise UsageError(self._not_a_commit(rev))
             full[rev] = found[0]
         return full
 
+    def _not_a_commit(self, rev: str) -> str:
+        """Why ``rev`` names no commit. cat-file calls a short SHA ambiguous only when it is asked
+        without the ``^{commit}`` peel, so the name is asked again, alone."""
+        if self._batch_answers([rev]) == [f"{rev} ambiguous"]:
+            return f"ambiguous revision {rev!r} in {self.path}: it matches several objects; give more hex digits"
+        return f"unknown revision {rev!r} in {self.path}; check `git log`"
+
     def _batch_check(self, objects: Sequence[str]) -> list[tuple[str, str] | None]:
         """``git cat-file --batch-check`` of each object name: (id, type), or None where it does not exist."""
-        if not objects:
-            return []
-        output = self._run("cat-file", "--batch-check", stdin="".join(f"{name}\n" for name in objects))
         results: list[tuple[str, str] | None] = []
-        for line in output.splitlines():
+        for line in self._batch_answers(objects):
             parts = line.rsplit(" ", 2)
             if len(parts) == 3 and parts[2].isdigit():
                 results.append((parts[0], parts[1]))
             else:
                 results.append(None)
-        if len(results) != len(objects):
-            raise RuntimeError(f"git cat-file answered {len(results)} of {len(objects)} objects in {self.path}")
         return results
+
+    def _batch_answers(self, objects: Sequence[str]) -> list[str]:
+        """cat-file's answer line for each object name: "<id> <type> <size>" or "<name> missing"/"ambiguous"."""
+        if not objects:
+            return []
+        lines = self._run("cat-file", "--batch-check", stdin="".join(f"{name}\n" for name in objects)).splitlines()
+        if len(lines) != len(objects):
+            raise RuntimeError(f"git cat-file answered {len(lines)} of {len(objects)} objects in {self.path}")
+        return lines
 
     def _run(self, *args: str, stdin: str | None = None) -> str:
         """The output of a git command that must succeed, as text."""
