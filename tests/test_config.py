@@ -7,9 +7,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from gitrepo import GitRepo
 
 from probes.registry import all_probes
+from tracker.cli import main
 from tracker.config import Config, Target, load_config, normalise_paths
 from tracker.errors import UsageError
 
@@ -179,6 +181,29 @@ def test_malformed_pyproject_is_reported(repo: GitRepo) -> None:
     message = usage_error(repo.path)
     assert "pyproject.toml is not valid TOML" in message
     assert "line 1" in message
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("regtrack.toml", '[targets.a]\nrepo = "."\n# caf\xe9 latin-1\n'),
+        ("pyproject.toml", '[project]\nname = "caf\xe9"\n[tool.regtrack.targets.a]\nrepo = "."\n'),
+    ],
+)
+def test_a_config_that_is_not_utf8_is_a_usage_error(
+    repo: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, text: str
+) -> None:
+    file = repo.path / name
+    file.write_bytes(text.encode("latin-1"))
+    monkeypatch.setenv("REGTRACK_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("REGTRACK_DB_URL", raising=False)
+    monkeypatch.chdir(repo.path / "engine")
+    result = CliRunner().invoke(main, ["history"], catch_exceptions=False)
+    assert result.exit_code == 2, result.output
+    line = text.count("\n", 0, text.index("\xe9")) + 1
+    assert result.stderr == (
+        f"regtrack: error: {file.resolve()} is not UTF-8 text (byte 0xe9 on line {line}); save it as UTF-8\n"
+    )
 
 
 def test_choosing_a_target(tmp_path: Path) -> None:

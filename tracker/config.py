@@ -127,10 +127,18 @@ def _read_toml(file: Path) -> dict[str, Any]:
     try:
         with file.open("rb") as handle:
             return tomllib.load(handle)
+    except UnicodeDecodeError as error:
+        raise UsageError(_not_utf8(file, error)) from None
     except tomllib.TOMLDecodeError as error:
         raise UsageError(f"{file} is not valid TOML: {error}; fix the syntax") from None
     except OSError as error:
         raise UsageError(f"cannot read {file}: {error.strerror}; check its permissions") from None
+
+
+def _not_utf8(file: Path, error: UnicodeDecodeError) -> str:
+    """TOML files are UTF-8 by definition; name the first byte that is not, and its line."""
+    line = error.object[: error.start].count(b"\n") + 1
+    return f"{file} is not UTF-8 text (byte 0x{error.object[error.start]:02x} on line {line}); save it as UTF-8"
 
 
 def _parse(file: Path, table: Mapping[str, Any], prefix: str, repo_override: Path | None) -> Config:
