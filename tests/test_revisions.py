@@ -126,6 +126,13 @@ def test_bare_repository(tmp_path: Path) -> None:
         Repo(tmp_path / "bare.git")
 
 
+def test_a_path_that_looks_like_it_holds_a_variable_is_taken_as_it_is(tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path / "work $HOME")
+    head = repo.commit("c0", {"a.py": "a = 0\n"})
+    assert Repo(repo.path).path == repo.path
+    assert Repo(repo.path).resolve("HEAD") == head
+
+
 def test_a_subdirectory_opens_its_repository(small: GitRepo) -> None:
     assert Repo(small.path / "backend").path == small.path
 

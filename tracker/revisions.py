@@ -70,7 +70,7 @@ class Repo:
         path = Path(path).expanduser()
         fix = "pass --repo PATH naming a git repository with a work tree"
         try:
-            repo = git.Repo(path, search_parent_directories=True)
+            repo = git.Repo(path, search_parent_directories=True, expand_vars=False)
         except git.NoSuchPathError:
             raise UsageError(f"repository path {path} does not exist; {fix}") from None
         except git.InvalidGitRepositoryError:
