@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shlex
+from datetime import datetime, timezone
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -10,21 +12,29 @@ import pytest
 from click.testing import CliRunner, Result
 
 from db.paths import data_dir
+from db.store import CommitInfo
 from gitrepo import git
 from tracker.cli import main
 from tracker.demo_bugs import SWA_PARTIAL_PAGE, apply_edits, read_tree, write_tree
 from tracker.demo_history import DemoManifest, build_demo_history
-from tracker.track import track_lock
+from probes.api import Outcome
+from tracker.measure import CaseOutcome, Measurement
+from tracker.scan import ScanTransition
+from tracker.track import NewRegression, TrackResult, markdown_summary, track_lock
+from tracker.transitions import Kind
+from tracker.verdicts import Verdict
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PROBES = ("--probe", "swa_page_table", "--probe", "target_verify_metadata")
+HOSTILE_SUBJECT = "<img src=x onerror=alert(1)> | plant the SWA bug"
 
 
 @pytest.fixture()
 def tracked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, DemoManifest]:
     monkeypatch.setenv("REGTRACK_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("REGTRACK_DB_URL", raising=False)
-    return tmp_path / "demo", build_demo_history(tmp_path / "demo", 60)
+    repo = tmp_path / "my demo $HOME"  # the reproduce command must quote it
+    return repo, build_demo_history(repo, 60)
 
 
 def track(repo: Path, out: Path, *extra: str) -> Result:
@@ -32,7 +42,8 @@ def track(repo: Path, out: Path, *extra: str) -> Result:
 
 
 def add_commits(repo: Path, count: int, bug_at: int | None) -> str | None:
-    """Append commits to main; the one at ``bug_at`` plants the SWA bug. Returns its SHA."""
+    """Append commits to main; the one at ``bug_at`` plants the SWA bug, under a subject full of
+    markup. Returns its SHA."""
     culprit = None
     for n in range(count):
         (repo / "docs" / f"note-{n}.md").parent.mkdir(exist_ok=True)
@@ -40,7 +51,8 @@ def add_commits(repo: Path, count: int, bug_at: int | None) -> str | None:
         if n == bug_at:
             write_tree(apply_edits(read_tree(PROJECT_ROOT), [SWA_PARTIAL_PAGE.edit]), repo)
         git(repo, "add", "--all", when=1_800_000_000 + n)
-        git(repo, "commit", "--quiet", "-m", f"Change {n} (#{9000 + n})", when=1_800_000_000 + n)
+        subject = HOSTILE_SUBJECT if n == bug_at else f"Change {n}"
+        git(repo, "commit", "--quiet", "-m", f"{subject} (#{9000 + n})", when=1_800_000_000 + n)
         if n == bug_at:
             culprit = git(repo, "rev-parse", "HEAD").strip()
     return culprit
@@ -65,7 +77,12 @@ def test_a_new_regression_is_bisected_reported_and_the_rerun_runs_nothing(tracke
     failures = {case.get("name"): case.find("failure") is not None for case in junit.iter("testcase")}
     assert failures == {"swa_page_table": True, "target_verify_metadata": False}
     summary = (out / "regtrack-summary.md").read_text()
-    assert culprit[:12] in summary and "#9005" in summary and "regtrack bisect" in summary
+    assert culprit[:12] in summary and "#9005" in summary
+    assert "&lt;img src=x onerror=alert(1)&gt; \\| plant the SWA bug (#9005)" in summary and "<img" not in summary
+    [reproduce] = [line for line in summary.splitlines() if line.startswith("Reproduce: ")]
+    command = shlex.split(reproduce.removeprefix("Reproduce: ").strip("`"))
+    assert command[:4] == ["regtrack", "bisect", "--repo", str(repo)]
+    assert command[command.index("--bad") + 1] == culprit[:12]
     assert json.loads((out / "regtrack-track.json").read_text())["new_regressions"][0]["sha"] == culprit
 
     again = track(repo, out, "--json")
@@ -84,3 +101,22 @@ def test_a_second_concurrent_track_exits_with_a_clear_message(tracked: tuple[Pat
     assert "another `regtrack track` is running" in blocked.stderr and "--wait" in blocked.stderr
     assert track(repo, tmp_path / "reports").exit_code == 0
     assert any((data_dir() / "locks").iterdir())
+
+
+def test_the_reproduce_command_survives_backticks_and_quotes_in_the_repository_path() -> None:
+    sha, parent = "c" * 40, "p" * 40
+    commit = CommitInfo(sha, (parent,), "Break `it` | <b>now</b>", "A <a@example.com>", datetime.now(timezone.utc), 7)
+    failing = CaseOutcome("case", Outcome.FAIL, "err <1> | `x`", {"err": 0.5})
+    regression = NewRegression(
+        ScanTransition("swa_page_table", commit, Kind.REGRESSION, None, (sha,)),
+        Measurement(sha, "t" * 40, Verdict.BAD, (failing,), reused=False),
+        parent,
+    )
+    result = TrackResult("default", "main", sha, parent, 1, new_regressions=[regression])
+    repo = Path("/srv/it's `odd` $HOME")
+    summary = markdown_summary(result, repo)
+    assert "| Break `it` \\| &lt;b&gt;now&lt;/b&gt; | err &lt;1&gt; \\| `x` |" in summary
+    [reproduce] = [line for line in summary.splitlines() if line.startswith("Reproduce: ")]
+    span = reproduce.removeprefix("Reproduce: ")
+    assert span.startswith("``") and span.endswith("``") and not span.startswith("```")
+    assert shlex.split(span.strip("`"))[3] == str(repo)

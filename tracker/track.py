@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import html
 import json
+import re
+import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -124,10 +127,10 @@ def record_scan(ws: Workspace, repo_id: int, report: ScanReport) -> None:
 
 
 def reproduce_command(repo: Path, regression: NewRegression) -> str:
+    """A shell command line, each argument quoted: the repository path may hold spaces or ``$``."""
     t = regression.transition
-    return (
-        f"regtrack bisect --repo {repo} --probe {t.probe} --good {regression.parent[:12]} --bad {t.commit.sha[:12]}"
-    )
+    ends = ["--good", regression.parent[:12], "--bad", t.commit.sha[:12]]
+    return shlex.join(["regtrack", "bisect", "--repo", str(repo), "--probe", t.probe, *ends])
 
 
 def junit_xml(result: TrackResult, probes: list[str]) -> str:
@@ -165,7 +168,7 @@ def markdown_summary(result: TrackResult, repo: Path) -> str:
             "|---|---|---|---|---|",
             f"| `{t.commit.sha[:12]}` | {pr} | {_cell(t.commit.subject)} | {_cell(m.signature or '')} | {_cell(metrics)} |",
             "",
-            f"Reproduce: `{reproduce_command(repo, r)}`",
+            f"Reproduce: {_code(reproduce_command(repo, r))}",
             "",
         ]
     if result.scan and result.scan.transitions:
@@ -177,7 +180,15 @@ def markdown_summary(result: TrackResult, repo: Path) -> str:
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """Text for a table cell: GitHub renders HTML in markdown, and ``|`` would end the cell."""
+    return html.escape(text, quote=False).replace("|", "\\|").replace("\n", " ")
+
+
+def _code(text: str) -> str:
+    """A code span that holds ``text`` whatever backticks it contains (CommonMark's rule)."""
+    fence = "`" * (max(map(len, re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def write_reports(result: TrackResult, out_dir: Path, repo: Path, probes: list[str]) -> list[Path]:
