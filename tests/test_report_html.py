@@ -7,9 +7,11 @@ only where no ``chromium`` binary exists (``.ci/run`` installs one).
 from __future__ import annotations
 
 import hashlib
+import html
 import json
 import re
 import time
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from html.parser import HTMLParser
 from pathlib import Path
@@ -199,7 +201,7 @@ class Parsed(HTMLParser):
 ALLOWED_TAGS = {
     "html", "head", "meta", "link", "title", "style", "body", "header", "nav", "section", "footer", "h1", "h2", "h3",
     "p", "a", "span", "b", "code", "div", "table", "thead", "tbody", "tr", "th", "td", "details", "summary",
-    "svg", "rect", "line", "path",
+    "svg", "rect", "line", "path", "bdi",
 }
 
 
@@ -272,6 +274,43 @@ def test_every_data_field_is_escaped() -> None:
         assert f'<i>{name}</i>"\'&amp;<b onmouseover=x>' in shown, name
     for commit in data.commits:
         assert commit.sha in shown and commit.sha[:12] in parsed.all_text()
+
+
+class OutsideBdi(HTMLParser):
+    """The text that is not inside a ``<bdi>``."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.depth = 0
+        self.text: list[str] = []
+        self.feed(text)
+        self.close()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.depth += tag == "bdi"
+
+    def handle_endtag(self, tag: str) -> None:
+        self.depth -= tag == "bdi"
+
+    def handle_data(self, data: str) -> None:
+        if not self.depth:
+            self.text.append(data)
+
+
+def test_subjects_and_authors_are_isolated_from_right_to_left_overrides() -> None:
+    data = demo_report()
+    subject, author = 'Revert "Fix \u202etarget verify" (#1240)', "\u202eAda Lindqvist"
+    commits = tuple(replace(c, subject=subject, author=author) if i == 20 else c for i, c in enumerate(data.commits))
+    page = render_html(replace(data, commits=commits))
+    shown, name = html.escape(subject), html.escape(author)
+    assert page.count(f">{shown}<") == page.count(f"<bdi>{shown}</bdi>") >= 3
+    assert page.count(f">{name}<") == page.count(f"<bdi>{name}</bdi>") == 2
+    assert f'<bdi>{shown}</bdi></td><td class="events">' in page
+    assert f'<td class="author"><bdi>{name}</bdi></td><td class="date">' in page
+    # Text outside a <bdi> holds the subject only in tooltips, isolated between FSI and PDI.
+    outside = "".join(OutsideBdi(page).text)
+    assert "\u2068" + subject + "\u2069" in outside
+    assert "\u202e" not in outside.replace("\u2068" + subject + "\u2069", "")
 
 
 def grid_rows(page: str) -> list[str]:

@@ -4,7 +4,8 @@ The page holds inline CSS and inline SVG only: no script, no font, no image by U
 is fetched when it is viewed; its Content-Security-Policy forbids every network load, so even a
 string that escaped escaping could not reach out. Every string that comes from a repository or
 the database (subjects, authors, signatures, probe names, SHAs, hosts) goes through ``_e``, which
-is ``html.escape(..., quote=True)``: a subject holding ``<script>`` renders as text.
+is ``html.escape(..., quote=True)``: a subject holding ``<script>`` renders as text. Subjects and
+authors shown as text are also isolated in ``<bdi>``, so bidi control characters stay inside them.
 """
 
 from __future__ import annotations
@@ -27,6 +28,17 @@ SHORT = 12
 
 def _e(value: object) -> str:
     return html.escape(str(value), quote=True)
+
+
+def _isolated(text: str) -> str:
+    """Escaped text in its own bidi run: a right-to-left override in a subject or an author cannot
+    reorder what the page shows around it."""
+    return f"<bdi>{_e(text)}</bdi>"
+
+
+def _isolated_plain(text: str) -> str:
+    """``_isolated`` for a tooltip, which holds no markup: between FSI and PDI, unescaped."""
+    return f"\u2068{text}\u2069"
 
 
 def _short(sha: str) -> str:
@@ -83,7 +95,7 @@ class _Page:
 
     def subject(self, sha: str | None) -> str:
         commit = self.by_sha.get(sha or "")
-        return f'<span class="subject" title="{_e(commit.subject)}">{_e(commit.subject)}</span>' if commit else ""
+        return f'<span class="subject" title="{_e(commit.subject)}">{_isolated(commit.subject)}</span>' if commit else ""
 
     def pr(self, sha: str) -> str:
         commit = self.by_sha.get(sha)
@@ -222,7 +234,7 @@ class _Page:
             x1, x2 = self.index[other] + 0.5, self.index[sha] + 0.5
             css, arrow = ("revert", "\u21a9") if kind == "reverts" else ("reland", "\u21bb")
             commit = self.by_sha[sha]
-            label = f"{_short(sha)} {kind} {_short(other)}: {commit.subject} ({', '.join(probes)})"
+            label = f"{_short(sha)} {kind} {_short(other)}: {_isolated_plain(commit.subject)} ({', '.join(probes)})"
             arcs.append(f'<path d="M{x1} 12 C{x1} 2 {x2} 2 {x2} 12" class="arc {css}"><title>{_e(label)}</title></path>')
             name = f"#{commit.pr_number}" if commit.pr_number is not None else sha[:8]
             labels.append((100 * (x1 + x2) / 2 / n, f'class="arc-label {css}" href="#c-{_e(sha)}" title="{_e(label)}">{arrow} {_e(name)}</a>'))
@@ -304,10 +316,10 @@ class _Page:
                 f'<tr id="c-{_e(sha)}"{row_attr}>'
                 f'<td class="sha"><a href="#c-{_e(sha)}" title="{_e(sha)}"><code>{_e(_short(sha))}</code></a></td>'
                 f"{''.join(cells)}"
-                f'<td class="subj" title="{_e(commit.subject)}">{_e(commit.subject)}</td>'
+                f'<td class="subj" title="{_e(commit.subject)}">{_isolated(commit.subject)}</td>'
                 f'<td class="events">{self.events(sha)}</td>'
                 f'<td class="pr">{pr}</td>'
-                f'<td class="author">{_e(commit.author)}</td>'
+                f'<td class="author">{_isolated(commit.author)}</td>'
                 f'<td class="date">{_e(_when(commit.authored_at))}</td></tr>'
             )
         body = "".join(rows)
@@ -367,7 +379,7 @@ class _Page:
                     f'<tr class="k-{_e(t.kind)}"><td>{self.link(t.sha)}</td>'
                     f'<td><span class="pill {pill}">{arrow} {_e(t.kind)}</span></td>'
                     f'<td>{self.subject(t.sha)}</td><td class="nowrap">{self.pr(t.sha)}</td>'
-                    f'<td class="author">{_e(commit.author) if commit else ""}</td><td class="date">{_e(_when(commit.authored_at)) if commit else ""}</td>'
+                    f'<td class="author">{_isolated(commit.author) if commit else ""}</td><td class="date">{_e(_when(commit.authored_at)) if commit else ""}</td>'
                     f"{f'<td>{pair}</td>' if with_pairs else ''}{f'<td>{hidden}</td>' if with_hidden else ''}</tr>"
                 )
             groups.append(
