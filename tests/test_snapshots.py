@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,17 @@ from tracker.demo_bugs import read_tree
 from tracker.demo_history import backend_root, build_demo_history
 from tracker.errors import UsageError
 from tracker.revisions import Repo
-from tracker.snapshots import TEMP_PREFIX, SnapshotCache
+from tracker.snapshots import (
+    AUTO_GC_EVERY_S,
+    DEFAULT_MAX_AGE_S,
+    DEFAULT_MAX_BYTES,
+    GC_STAMP,
+    LOCK_NAME,
+    MANIFEST_SUFFIX,
+    TEMP_PREFIX,
+    GcReport,
+    SnapshotCache,
+)
 
 BACKEND = ("backend",)
 
@@ -77,6 +89,7 @@ def test_commits_with_the_same_target_tree_share_a_snapshot(work: GitRepo, tmp_p
     repo = Repo(work.path)
     older = cache.materialise(repo, "HEAD~1", BACKEND)
     inode = older.stat().st_ino
+    (older / "backend").chmod(0o755)
     (older / "backend" / "marker").write_text("built once")
     newer = cache.materialise(repo, "HEAD", BACKEND)
     assert newer == older and newer.stat().st_ino == inode
@@ -104,6 +117,16 @@ def test_missing_paths_are_left_out(work: GitRepo, tmp_path: Path) -> None:
     assert set(files_under(partial)) == {"backend/__init__.py", "backend/a.py", "backend/run.sh"}
     nothing = cache.materialise(repo, "HEAD", ("src",))
     assert nothing.is_dir() and list(nothing.iterdir()) == []
+
+
+def test_whole_tree_single_file_and_nested_targets(work: GitRepo, tmp_path: Path) -> None:
+    cache = SnapshotCache(tmp_path / "cache")
+    repo = Repo(work.path)
+    everything = {"backend/__init__.py", "backend/a.py", "backend/run.sh", "docs/x.md"}
+    assert set(files_under(cache.materialise(repo, "HEAD", (".",)))) == everything
+    assert files_under(cache.materialise(repo, "HEAD", ("docs/x.md",))) == {"docs/x.md": "y\n"}
+    nested = cache.materialise(repo, "HEAD", ("backend", "backend/a.py", "./docs/"))
+    assert set(files_under(nested)) == everything
 
 
 def test_unknown_revision(work: GitRepo, tmp_path: Path) -> None:
@@ -155,39 +178,108 @@ def test_an_unsafe_archive_leaves_nothing_behind(tmp_path: Path) -> None:
     (work.path / "backend" / "passwd").symlink_to("/etc/passwd")
     work.commit("link out of the tree")
     cache = SnapshotCache(tmp_path / "cache")
-    with pytest.raises(UsageError, match=r"cannot materialise [0-9a-f]{40} of .*unsafe entry"):
+    with pytest.raises(UsageError, match=r"cannot materialise [0-9a-f]{12} of .*'backend/passwd' is unsafe"):
         cache.materialise(Repo(work.path), "HEAD", BACKEND)
-    assert list(cache.root.iterdir()) == []
+    assert [entry.name for entry in cache.root.iterdir()] == [LOCK_NAME]
     assert files_under(cache.materialise(Repo(work.path), "HEAD~1", BACKEND)) == {"backend/a.py": "a\n"}
 
 
-def test_gc_keeps_the_most_recently_used(tmp_path: Path) -> None:
+DAY = 24 * 3600.0
+
+
+def used_ago(snapshot: Path, seconds: float) -> None:
+    stamp = time.time() - seconds
+    os.utime(snapshot, (stamp, stamp))
+
+
+def history(tmp_path: Path, count: int) -> tuple[SnapshotCache, Repo, list[Path]]:
+    """A snapshot of each of ``count`` commits, oldest first, each 6 bytes ("a = N\\n")."""
     work = GitRepo(tmp_path / "work")
     repo = Repo(work.path)
     cache = SnapshotCache(tmp_path / "cache")
     snapshots = []
-    for number in range(5):
+    for number in range(count):
         work.commit(f"c{number}", {"backend/a.py": f"a = {number}\n"})
         snapshots.append(cache.materialise(repo, "HEAD", BACKEND))
+    return cache, repo, snapshots
+
+
+def test_gc_removes_the_least_recently_used_beyond_max_bytes(tmp_path: Path) -> None:
+    cache, repo, snapshots = history(tmp_path, 5)
     for age, snapshot in enumerate(reversed(snapshots)):
-        stamp = time.time() - 100 * (age + 1)
-        os.utime(snapshot, (stamp, stamp))
+        used_ago(snapshot, 100 * (age + 1))
     assert cache.materialise(repo, "HEAD~4", BACKEND) == snapshots[0]
     stale = cache.root / f"{TEMP_PREFIX}crashed"
     stale.mkdir()
     os.utime(stale, (0, 0))
     fresh = cache.root / f"{TEMP_PREFIX}building"
     fresh.mkdir()
-    assert cache.gc(keep=2) == 3
+    report = cache.gc(max_bytes=12, max_age_s=None, min_idle_s=0)
+    assert report == GcReport(
+        removed_snapshots=3, freed_bytes=18, removed_temporaries=1, kept_snapshots=2, kept_bytes=12
+    )
     assert cache.snapshots() == [snapshots[0], snapshots[4]]
+    assert sorted(path.name for path in cache.root.glob(f"*{MANIFEST_SUFFIX}")) == sorted(
+        f"{snapshot.name}{MANIFEST_SUFFIX}" for snapshot in (snapshots[0], snapshots[4])
+    )
     assert not stale.exists() and fresh.exists()
-    assert cache.gc(keep=2) == 0
-    assert cache.gc(keep=0) == 2
-    assert cache.snapshots() == []
+    assert cache.gc(max_bytes=12, max_age_s=None, min_idle_s=0).removed_snapshots == 0
+    assert cache.gc(max_bytes=0, max_age_s=None, min_idle_s=0).removed_snapshots == 2
+    assert cache.snapshots() == [] and list(cache.root.glob(f"*{MANIFEST_SUFFIX}")) == []
+
+
+def test_gc_removes_snapshots_unused_beyond_max_age(tmp_path: Path) -> None:
+    cache, _, snapshots = history(tmp_path, 5)
+    for age, snapshot in enumerate(reversed(snapshots)):
+        used_ago(snapshot, (age + 1) * DAY)
+    report = cache.gc(max_bytes=None, max_age_s=2.5 * DAY, min_idle_s=0)
+    assert (report.removed_snapshots, report.kept_snapshots) == (3, 2)
+    assert cache.snapshots() == [snapshots[4], snapshots[3]]
+    assert cache.gc(max_bytes=None, max_age_s=None, min_idle_s=0) == GcReport(kept_snapshots=2, kept_bytes=12)
+
+
+def test_gc_never_removes_a_snapshot_used_within_min_idle(tmp_path: Path) -> None:
+    cache, _, snapshots = history(tmp_path, 4)
+    for age, snapshot in enumerate(reversed(snapshots)):
+        used_ago(snapshot, (age + 1) * 1000)
+    report = cache.gc(max_bytes=0, max_age_s=0, min_idle_s=2500)
+    assert (report.removed_snapshots, report.kept_snapshots, report.kept_bytes) == (2, 2, 12)
+    assert cache.snapshots() == [snapshots[3], snapshots[2]]
+    assert cache.gc(max_bytes=0, max_age_s=0).removed_snapshots == 0
+
+
+def test_gc_removes_manifests_without_a_snapshot(tmp_path: Path) -> None:
+    cache, _, snapshots = history(tmp_path, 1)
+    orphan = cache.root / f"{'0' * 40}-{'1' * 12}{MANIFEST_SUFFIX}"
+    orphan.write_text("{}")
+    cache.gc(max_bytes=None, max_age_s=None)
+    assert not orphan.exists() and (cache.root / f"{snapshots[0].name}{MANIFEST_SUFFIX}").exists()
+
+
+def test_auto_gc_runs_with_the_defaults_at_most_hourly(tmp_path: Path) -> None:
+    cache, _, snapshots = history(tmp_path, 2)
+    used_ago(snapshots[0], DEFAULT_MAX_AGE_S + DAY)
+    assert cache.auto_gc() == GcReport(removed_snapshots=1, freed_bytes=6, kept_snapshots=1, kept_bytes=6)
+    used_ago(snapshots[1], DEFAULT_MAX_AGE_S + DAY)
+    assert cache.auto_gc() is None
+    assert cache.snapshots() == [snapshots[1]]
+    stamp = time.time() - AUTO_GC_EVERY_S - 60
+    os.utime(cache.root / GC_STAMP, (stamp, stamp))
+    assert SnapshotCache(cache.root).auto_gc() == GcReport(removed_snapshots=1, freed_bytes=6)
+    assert DEFAULT_MAX_BYTES == 10 * 1024**3 and DEFAULT_MAX_AGE_S == 30 * DAY
+
+
+def test_gc_report_prints_and_serialises() -> None:
+    report = GcReport(removed_snapshots=3, freed_bytes=3 << 20, removed_temporaries=1, kept_snapshots=2, kept_bytes=0)
+    assert str(report) == "removed 3 snapshots (3.0 MiB) and 1 temporaries; kept 2 snapshots (0.0 MiB)"
+    assert json.loads(json.dumps(asdict(report)))["freed_bytes"] == 3 << 20
 
 
 def test_gc_of_a_missing_cache(tmp_path: Path) -> None:
-    assert SnapshotCache(tmp_path / "none").gc() == 0
+    cache = SnapshotCache(tmp_path / "none")
+    assert cache.gc(max_bytes=0, max_age_s=0) == GcReport()
+    assert cache.auto_gc() is None
+    assert not cache.root.exists()
 
 
 def test_default_root_follows_regtrack_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,29 +1,40 @@
 """Revisions materialised outside the user's checkout, cached by the tree hash of their target paths.
 
-A snapshot is extracted from ``git archive`` into a temporary directory inside the cache and renamed
-into place, so a reader only ever sees complete snapshots; when two processes build the same one,
-the second rename fails and its copy is thrown away.
+A snapshot is written into a temporary directory inside the cache (``.tmp-<pid>-<random>``), made
+read-only, and renamed into place beside a manifest of its files, so a reader only ever sees complete
+snapshots. Root ignores permission bits, so every use checks the snapshot against its manifest and
+rebuilds one that a revision edited. A lock file orders installing and removing snapshots against
+readers: nobody sees a snapshot without its manifest, or loses one between checking it and using it.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
+import json
 import os
 import shutil
-import subprocess
-import tarfile
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import NamedTuple
 
 from tracker.errors import UsageError
 from tracker.revisions import Repo, paths_key, tree_hash_of
+from tracker.snapshot_writer import Manifest, write_tree
 
 TEMP_PREFIX = ".tmp-"
+MANIFEST_SUFFIX = ".manifest"
+LOCK_NAME = ".lock"
+GC_STAMP = ".gc-stamp"
 STALE_TEMP_S = 3600.0
-EXTRACT_OPTIONS: dict[str, Any] = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+AUTO_GC_EVERY_S = 3600.0
+DEFAULT_MAX_BYTES = 10 << 30
+DEFAULT_MAX_AGE_S = 30 * 24 * 3600.0
 
 
 def default_root() -> Path:
@@ -32,49 +43,165 @@ def default_root() -> Path:
     return cache_dir() / "snapshots"
 
 
+@dataclass(frozen=True)
+class GcReport:
+    """What one ``gc`` did; ``dataclasses.asdict`` gives its JSON form."""
+
+    removed_snapshots: int = 0
+    freed_bytes: int = 0
+    removed_temporaries: int = 0
+    kept_snapshots: int = 0
+    kept_bytes: int = 0
+
+    def __str__(self) -> str:
+        return (
+            f"removed {self.removed_snapshots} snapshots ({_mib(self.freed_bytes)}) and "
+            f"{self.removed_temporaries} temporaries; kept {self.kept_snapshots} snapshots ({_mib(self.kept_bytes)})"
+        )
+
+
+class _Use(NamedTuple):
+    snapshot: Path
+    used_at: float
+    size: int
+
+
 class SnapshotCache:
     def __init__(self, root: Path | None = None) -> None:
         self.root = root if root is not None else default_root()
+        self._swept = False
 
     def materialise(self, repo: Repo, sha: str, paths: Sequence[str]) -> Path:
-        """A directory holding ``paths`` as they are at ``sha``; commits with the same target tree share it."""
+        """A read-only directory holding ``paths`` as committed at ``sha``; commits with the same target tree
+        share it. Marks it used now, for ``gc``."""
         sha = repo.resolve(sha)
         objects = repo.path_objects([sha], paths)[sha]
         target = self.root / snapshot_name(tree_hash_of(objects), paths)
-        if target.is_dir():
-            os.utime(target)
-            return target
-        present = [path for path, found in sorted(objects.items()) if found is not None]
         self._make_root()
-        scratch = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=self.root))
-        installed = False
-        try:
-            _extract(repo, sha, present, scratch)
-            installed = _install(scratch, target)
-        finally:
-            if not installed:
-                shutil.rmtree(scratch, ignore_errors=True)
-        os.utime(target)
+        if not self._swept:
+            self._swept = True
+            self._remove_stale_temporaries()
+        with self._disk_errors(sha):
+            with self._locked(shared=True):
+                if self._reuse(target):
+                    return target
+            scratch = _new_temporary(self.root)
+            try:
+                manifest = write_tree(repo, sha, paths, scratch)
+                with self._locked():
+                    if not self._reuse(target):
+                        self._install(scratch, manifest, target)
+            finally:
+                remove_tree(scratch)
         return target
 
     def snapshots(self) -> list[Path]:
         """The complete snapshots, most recently used first."""
-        if not self.root.is_dir():
-            return []
-        found = [entry for entry in self.root.iterdir() if entry.is_dir() and not entry.name.startswith(".")]
-        return sorted(found, key=lambda entry: entry.stat().st_mtime, reverse=True)
+        return [snapshot for snapshot, _ in self._used()]
 
-    def gc(self, keep: int = 64) -> int:
-        """Remove all but the ``keep`` most recently used snapshots, and stale temporaries; how many snapshots went."""
-        doomed = self.snapshots()[max(keep, 0) :]
-        for snapshot in doomed:
-            _remove(snapshot, self.root)
-        if self.root.is_dir():
-            cutoff = time.time() - STALE_TEMP_S
-            for entry in self.root.iterdir():
-                if entry.name.startswith(TEMP_PREFIX) and entry.stat().st_mtime < cutoff:
-                    shutil.rmtree(entry, ignore_errors=True)
-        return len(doomed)
+    def gc(self, max_bytes: int | None, max_age_s: float | None, min_idle_s: float = 3600.0) -> GcReport:
+        """Remove snapshots unused for over ``max_age_s``, then the least recently used until the rest take at most
+        ``max_bytes``, but none used within ``min_idle_s`` (a probe may be running in it); also stale temporaries
+        and manifests without a snapshot. None leaves that bound out."""
+        if not self.root.is_dir():
+            return GcReport()
+        temporaries = self._remove_stale_temporaries()
+        sizes = {snapshot: _size(snapshot) for snapshot in self.snapshots()}
+        with self._locked():
+            uses = [_Use(path, at, sizes[path] if path in sizes else _size(path)) for path, at in self._used()]
+            doomed = _doomed(uses, time.time(), max_bytes, max_age_s, min_idle_s)
+            evicted = [self._evict(use.snapshot) for use in doomed]
+            self._remove_orphan_manifests()
+        for path in evicted:
+            remove_tree(path)
+        kept = [use for use in uses if use not in doomed]
+        return GcReport(
+            removed_snapshots=len(doomed),
+            freed_bytes=sum(use.size for use in doomed),
+            removed_temporaries=temporaries,
+            kept_snapshots=len(kept),
+            kept_bytes=sum(use.size for use in kept),
+        )
+
+    def auto_gc(self) -> GcReport | None:
+        """``gc`` with the default bounds, at most once an hour per cache: for commands to call as they finish."""
+        stamp = self.root / GC_STAMP
+        if not self.root.is_dir() or (stamp.exists() and time.time() - stamp.stat().st_mtime < AUTO_GC_EVERY_S):
+            return None
+        stamp.touch()
+        return self.gc(DEFAULT_MAX_BYTES, DEFAULT_MAX_AGE_S)
+
+    def _reuse(self, target: Path) -> bool:
+        if not target.is_dir() or modified_file(target) is not None:
+            return False
+        os.utime(target)
+        return True
+
+    def _install(self, scratch: Path, manifest: Manifest, target: Path) -> None:
+        """Under the exclusive lock: replace a modified copy, manifest first, so a crash leaves only an orphan."""
+        if os.path.lexists(target):
+            remove_tree(self._evict(target))
+        descriptor, written = tempfile.mkstemp(prefix=_temporary_prefix(), suffix=MANIFEST_SUFFIX, dir=self.root)
+        with open(descriptor, "w") as file:
+            json.dump(dict(sorted(manifest.items())), file)
+        os.replace(written, manifest_path(target))
+        os.rename(scratch, target)
+        os.utime(target)
+
+    def _evict(self, snapshot: Path) -> Path:
+        """Under the exclusive lock: rename the snapshot to a temporary and drop its manifest; the temporary."""
+        doomed = _new_temporary(self.root)
+        try:
+            os.rename(snapshot, doomed)
+        except FileNotFoundError:
+            pass
+        manifest_path(snapshot).unlink(missing_ok=True)
+        return doomed
+
+    def _used(self) -> list[tuple[Path, float]]:
+        """Each snapshot with when it was last used, most recent first."""
+        used = []
+        for entry in _entries(self.root):
+            if entry.is_dir(follow_symlinks=False) and not entry.name.startswith("."):
+                used_at = _mtime(entry)
+                if used_at is not None:
+                    used.append((Path(entry.path), used_at))
+        return sorted(used, key=lambda pair: pair[1], reverse=True)
+
+    def _remove_stale_temporaries(self) -> int:
+        """Remove temporaries whose process is gone or that are older than STALE_TEMP_S; how many went."""
+        cutoff = time.time() - STALE_TEMP_S
+        stale = [entry for entry in _entries(self.root) if entry.name.startswith(TEMP_PREFIX) and _stale(entry, cutoff)]
+        for entry in stale:
+            remove_tree(Path(entry.path))
+        return len(stale)
+
+    def _remove_orphan_manifests(self) -> None:
+        for entry in _entries(self.root):
+            if entry.name.endswith(MANIFEST_SUFFIX) and not entry.name.startswith("."):
+                if not os.path.isdir(entry.path[: -len(MANIFEST_SUFFIX)]):
+                    Path(entry.path).unlink(missing_ok=True)
+
+    @contextmanager
+    def _locked(self, shared: bool = False) -> Iterator[None]:
+        descriptor = os.open(self.root / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(descriptor)
+
+    @contextmanager
+    def _disk_errors(self, sha: str) -> Iterator[None]:
+        """Any OSError while writing is the disk's (git's own failures are RuntimeErrors): one line with a way out."""
+        try:
+            yield
+        except OSError as error:
+            reason = os.strerror(error.errno or errno.EIO)
+            raise UsageError(
+                f"{reason[:1].lower()}{reason[1:]} while materialising {sha[:12]} into {self.root}; "
+                "free space, run `regtrack gc`, or set REGTRACK_HOME to another disk"
+            ) from None
 
     def _make_root(self) -> None:
         try:
@@ -91,48 +218,112 @@ def snapshot_name(tree_hash: str, paths: Sequence[str]) -> str:
     return f"{tree_hash}-{hashlib.sha256(paths_key(paths).encode()).hexdigest()[:12]}"
 
 
-def _extract(repo: Repo, sha: str, paths: list[str], into: Path) -> None:
-    if not paths:
+def manifest_path(snapshot: Path) -> Path:
+    return snapshot.with_name(snapshot.name + MANIFEST_SUFFIX)
+
+
+def modified_file(snapshot: Path) -> str | None:
+    """The first file or symlink of ``snapshot`` whose size, mtime or mode differs from its manifest, or that
+    is gone; "." when the manifest is missing or unreadable; None when intact. New files do not count: they
+    are caches a probe wrote (``__pycache__``, ``.pytest_cache``), not the revision's files."""
+    try:
+        recorded = json.loads(manifest_path(snapshot).read_text())
+    except (OSError, ValueError):
+        return "."
+    for path, expected in recorded.items():
+        try:
+            info = os.lstat(snapshot / path)
+        except OSError:
+            return str(path)
+        if [info.st_size, info.st_mtime_ns, info.st_mode] != expected:
+            return str(path)
+    return None
+
+
+def remove_tree(path: Path) -> None:
+    """Remove a file or directory tree, making its read-only directories writable first."""
+    if not os.path.isdir(path) or os.path.islink(path):
+        if os.path.lexists(path):
+            path.unlink(missing_ok=True)
         return
-    process = subprocess.Popen(
-        ["git", "archive", "--format=tar", sha, "--", *paths],
-        cwd=repo.path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    assert process.stdout is not None and process.stderr is not None
-    unsafe: tarfile.TarError | None = None
-    try:
-        with tarfile.open(fileobj=process.stdout, mode="r|") as archive:
-            archive.extractall(into, **EXTRACT_OPTIONS)
-    except tarfile.TarError as error:
-        unsafe = error
-    finally:
-        process.stdout.close()
-        errors = process.stderr.read().decode(errors="replace").strip()
-        status = process.wait()
-    if status != 0:
-        raise RuntimeError(f"git archive {sha} failed in {repo.path}: {errors}")
-    if unsafe is not None:
-        raise UsageError(f"cannot materialise {sha} of {repo.path}: {unsafe}; the target paths hold an unsafe entry")
+    for directory, _, _ in os.walk(path):
+        try:
+            os.chmod(directory, 0o755)
+        except OSError:
+            pass
+    shutil.rmtree(path, ignore_errors=True)
 
 
-def _install(scratch: Path, target: Path) -> bool:
-    """Rename into place; False when another process built the same snapshot first."""
+def _doomed(
+    uses: list[_Use], now: float, max_bytes: int | None, max_age_s: float | None, min_idle_s: float
+) -> list[_Use]:
+    """``uses``, newest first, that ``gc`` removes: the too old, then the least recent over ``max_bytes``."""
+    idle = [use for use in uses if now - use.used_at >= min_idle_s]
+    doomed = [use for use in idle if max_age_s is not None and now - use.used_at > max_age_s]
+    total = sum(use.size for use in uses if use not in doomed)
+    for use in reversed(idle):
+        if max_bytes is None or total <= max_bytes:
+            break
+        if use not in doomed:
+            doomed.append(use)
+            total -= use.size
+    return doomed
+
+
+def _temporary_prefix() -> str:
+    return f"{TEMP_PREFIX}{os.getpid()}-"
+
+
+def _new_temporary(root: Path) -> Path:
+    return Path(tempfile.mkdtemp(prefix=_temporary_prefix(), dir=root))
+
+
+def _stale(entry: os.DirEntry[str], cutoff: float) -> bool:
+    """Made by a process no longer alive on this host, or older than the cutoff (its pid may be reused)."""
+    owner = entry.name[len(TEMP_PREFIX) :].split("-", 1)[0]
+    if owner.isdigit() and not _alive(int(owner)):
+        return True
+    used_at = _mtime(entry)
+    return used_at is not None and used_at < cutoff
+
+
+def _alive(pid: int) -> bool:
     try:
-        os.rename(scratch, target)
-    except OSError:
-        if not target.is_dir():
-            raise
+        os.kill(pid, 0)
+    except ProcessLookupError:
         return False
+    except PermissionError:
+        return True
     return True
 
 
-def _remove(snapshot: Path, root: Path) -> None:
-    """Rename first, so the snapshot disappears at once rather than file by file."""
-    doomed = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=root)) / snapshot.name
+def _entries(root: Path) -> list[os.DirEntry[str]]:
     try:
-        os.rename(snapshot, doomed)
+        with os.scandir(root) as entries:
+            return list(entries)
     except FileNotFoundError:
-        pass
-    shutil.rmtree(doomed.parent, ignore_errors=True)
+        return []
+
+
+def _mtime(entry: os.DirEntry[str]) -> float | None:
+    """None when the entry went away meanwhile."""
+    try:
+        return entry.stat(follow_symlinks=False).st_mtime
+    except FileNotFoundError:
+        return None
+
+
+def _size(snapshot: Path) -> int:
+    """The bytes of every file under ``snapshot``, the caches that probes wrote included."""
+    total = 0
+    for directory, _, files in os.walk(snapshot):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(directory, name)).st_size
+            except FileNotFoundError:
+                pass
+    return total
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1 << 20):.1f} MiB"
