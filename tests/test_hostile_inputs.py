@@ -1,17 +1,27 @@
 """Inputs that a user's machine or a repository can hold and regtrack must take in its stride:
-git settings that change what git prints."""
+git settings that change what git prints, and commit subjects that a terminal would act on."""
 
 from __future__ import annotations
 
+import io
 import shutil
 import subprocess
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from gitrepo import GitRepo, git
+from rich.console import Console
 
+from db.store import CommitInfo
+from probes.api import Outcome
+from tracker import render
+from tracker.cli import main
+from tracker.measure import CaseOutcome, Measurement
 from tracker.pairing import Pair, pair_transitions
 from tracker.revisions import Repo
+from tracker.verdicts import Verdict
 
 PATHS = ("backend",)
 ENGINE = "".join(f"line {i}\n" for i in range(12))
@@ -24,6 +34,8 @@ HOSTILE_CONFIG = {
     "diff.relative": "true",
     "core.quotePath": "false",
 }
+# Sets the terminal's title, clears the screen, and holds what rich markup reads as a closing tag.
+TERMINAL_SUBJECT = "Mount \x1b]0;pwned\x07[/dev/shm]\x1b[2J early (#7)"
 
 
 @pytest.fixture(scope="module")
@@ -127,3 +139,25 @@ def test_a_signed_commit_reads_the_same_with_log_show_signature(tmp_path: Path) 
         (first, "Initial import", None),
         (signed, "Signed fix (#2)", 2),
     ]
+
+
+def test_show_spells_out_the_control_characters_of_a_subject(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REGTRACK_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("REGTRACK_DB_URL", raising=False)
+    repo = GitRepo(tmp_path / "repo")
+    repo.commit(TERMINAL_SUBJECT, {"backend/engine.py": ENGINE})
+    result = CliRunner().invoke(main, ["show", "HEAD", "--repo", str(repo.path)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.stdout and "\x07" not in result.stdout
+    assert "Mount \\x1b]0;pwned\\x07[/dev/shm]\\x1b[2J early (#7)" in result.stdout
+
+
+def test_tables_show_a_subject_as_text_not_as_rich_markup() -> None:
+    commit = CommitInfo("c" * 40, ("p" * 40,), TERMINAL_SUBJECT + " [bold]loud[/bold]", "A <a@example.com>", datetime.now(timezone.utc), 7)
+    failing = CaseOutcome("case", Outcome.FAIL, "[link=https://example.com]x[/link]", {})
+    row = render.measurement_row(commit, "swa_page_table", Measurement(commit.sha, "t" * 40, Verdict.BAD, (failing,), reused=False))
+    screen = io.StringIO()
+    Console(file=screen, width=400, force_terminal=True).print(render.measurements_table([row]))
+    shown = screen.getvalue()
+    assert "Mount \\x1b]0;pwned\\x07[/dev/shm]\\x1b[2J early (#7) [bold]lo" in shown
+    assert "[link=https://example.com]x[/link]" in shown and "\x1b]8;" not in shown

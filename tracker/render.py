@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
     from .scan import ScanReport
     from .track import TrackResult
 
+# C0 and C1 control characters but tab and newline: a terminal acts on them (ESC starts a sequence).
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 STYLE = {"good": "green", "pass": "green", "bad": "red", "fail": "red", "crash": "red", "timeout": "red", "skip": "yellow", "error": "yellow"}
 
 
@@ -32,6 +35,18 @@ def styled(word: str) -> Text:
 
 def short(sha: str) -> str:
     return sha[:12]
+
+
+def printable(text: str) -> str:
+    """Text from a repository or a probe with its control characters spelled out (``\\x1b``), so a
+    commit subject cannot send escape sequences to the terminal."""
+    return CONTROL.sub(lambda match: match.group().encode("unicode_escape").decode(), text)
+
+
+def plain(text: str) -> Text:
+    """A table cell of ``printable`` text: a bare string in a rich table is read as markup, and a
+    subject such as "Mount [/dev/shm]" would fail to parse."""
+    return Text(printable(text))
 
 
 def commit_json(commit: CommitInfo) -> dict[str, Any]:
@@ -54,7 +69,7 @@ def measurement_row(commit: CommitInfo | None, probe: str, m: Measurement) -> di
 def measurements_table(rows: list[dict[str, Any]]) -> Table:
     table = Table("commit", "subject", "probe", "verdict", "reused", "signature")
     for r in rows:
-        table.add_row(short(r["sha"]), r["subject"][:60], r["probe"], styled(r["verdict"]), "yes" if r["reused"] else "", r["signature"] or "")
+        table.add_row(short(r["sha"]), plain(r["subject"][:60]), plain(r["probe"]), styled(r["verdict"]), "yes" if r["reused"] else "", plain(r["signature"] or ""))
     return table
 
 
@@ -75,13 +90,13 @@ def runs_table(runs: list[RunRow], title: str, rederived: dict[int, Outcome] | N
         table.add_row(
             r.started_at.strftime("%Y-%m-%d %H:%M"),
             short(r.sha),
-            r.subject[:48],
-            f"{r.probe_name} v{r.probe_version}",
-            r.case_id,
+            plain(r.subject[:48]),
+            plain(f"{r.probe_name} v{r.probe_version}"),
+            plain(r.case_id),
             styled(r.outcome.value),
             f"{r.duration_s:.2f}",
-            r.gpu_name or "cpu",
-            (r.signature or "")[:60],
+            plain(r.gpu_name or "cpu"),
+            plain((r.signature or "")[:60]),
             *extra,
         )
     return table
@@ -90,7 +105,7 @@ def runs_table(runs: list[RunRow], title: str, rederived: dict[int, Outcome] | N
 def commit_header(commit: CommitInfo) -> Text:
     pr = f" (#{commit.pr_number})" if commit.pr_number else ""
     reverts = f"\nreverts {commit.reverts_sha}" if commit.reverts_sha else ""
-    return Text(f"{commit.sha}\n{commit.subject}{pr if pr not in commit.subject else ''}\n{commit.author}, {commit.authored_at:%Y-%m-%d %H:%M %Z}{reverts}")
+    return plain(f"{commit.sha}\n{commit.subject}{pr if pr not in commit.subject else ''}\n{commit.author}, {commit.authored_at:%Y-%m-%d %H:%M %Z}{reverts}")
 
 
 def step_printer(console: Console) -> StepCallback:
@@ -98,7 +113,7 @@ def step_printer(console: Console) -> StepCallback:
         how = "stored" if step.reused else "ran"
         line = Text.assemble(f"  {short(step.sha)} ", styled(step.verdict.value), f" ({how})")
         if measurement.signature and step.verdict is not Verdict.GOOD:
-            line.append(f"  {measurement.signature[:80]}")
+            line.append(f"  {printable(measurement.signature[:80])}")
         console.print(line)
 
     return show
@@ -111,17 +126,17 @@ def bisect_summary(report: BisectReport) -> Group:
     elif report.culprit is not None:
         c = report.culprit
         sure = "" if report.confidence == 1.0 else f" (probability {report.confidence:.3f})"
-        lines.append(Text.assemble("first bad commit: ", (c.sha, "bold"), sure, f"\n  {c.subject}"))
+        lines.append(Text.assemble("first bad commit: ", (c.sha, "bold"), sure, f"\n  {printable(c.subject)}"))
         if report.fail_rate_after is not None and report.confidence < 1.0:
             before = "no runs" if report.fail_rate_before is None else f"{report.fail_rate_before:.0%} of runs"
             lines.append(Text(f"  failures: {before} before it, {report.fail_rate_after:.0%} of runs from it on"))
         for label, m in (("at the culprit", report.culprit_measurement), ("at its parent", report.parent_measurement)):
             if m is not None:
                 metrics = ", ".join(f"{k}={v:.3g}" for k, v in m.metrics.items())
-                lines.append(Text(f"  {label} ({short(m.sha)}): {m.verdict.value}; {m.signature or 'no failure'}{'; ' + metrics if metrics else ''}"))
+                lines.append(plain(f"  {label} ({short(m.sha)}): {m.verdict.value}; {m.signature or 'no failure'}{'; ' + metrics if metrics else ''}"))
     else:
         lines.append(Text(f"the first bad commit is one of {len(report.candidates)} (untestable commits hide it):", style="bold"))
-        lines += [Text(f"  {short(c.sha)} {c.subject}") for c in report.candidates]
+        lines += [plain(f"  {short(c.sha)} {c.subject}") for c in report.candidates]
     how = report.strategy + (f", switched to Bayesian: {report.switch_reason}" if report.switch_reason else "")
     lines.append(Text(
         f"probe {report.probe} ({how}): {report.executions} executions in {report.rounds} rounds, "
@@ -150,7 +165,7 @@ def scan_summary(report: ScanReport) -> Group:
     for t in report.transitions:
         pair = f"{t.pair.kind} {short(t.pair.sha)}" if t.pair else ""
         where = short(t.commit.sha) if len(t.candidates) == 1 else f"one of {len(t.candidates)} up to {short(t.commit.sha)}"
-        table.add_row(t.probe, styled("bad" if t.kind.value == "regression" else "good").append(f" {t.kind.value}"), where, t.commit.subject[:70], pair)
+        table.add_row(t.probe, styled("bad" if t.kind.value == "regression" else "good").append(f" {t.kind.value}"), where, plain(t.commit.subject[:70]), pair)
     parts.append(table)
     for scan in report.probes:
         parts.append(Text(f"{scan.probe}: {story(scan, report.line)}"))
@@ -170,7 +185,7 @@ def track_summary(result: TrackResult, reports: list[Any]) -> Group:
         parts.append(Text(f"{result.commits} new commits on {result.branch} {since} up to {short(result.head)}; {result.scan.executions} executions"))
         parts.append(scan_summary(result.scan))
     for r in result.new_regressions:
-        parts.append(Text.assemble(("new regression ", "bold red"), f"in {r.transition.probe} at {short(r.transition.commit.sha)} {r.transition.commit.subject}: {r.measurement.signature or ''}"))
+        parts.append(Text.assemble(("new regression ", "bold red"), printable(f"in {r.transition.probe} at {short(r.transition.commit.sha)} {r.transition.commit.subject}: {r.measurement.signature or ''}")))
     parts += [Text(f"wrote {path}") for path in reports]
     return Group(*parts)
 
@@ -189,5 +204,5 @@ def regressions_table(found: list[TransitionRecord], commits: dict[str, CommitIn
     for t in found:
         commit = commits.get(t.sha)
         pair = f"{t.pair_kind} {short(t.pairs_with)}" if t.pairs_with else ""
-        table.add_row(t.probe, short(t.sha), commit.subject[:60] if commit else "", f"#{commit.pr_number}" if commit and commit.pr_number else "", pair, f"{t.found_at:%Y-%m-%d %H:%M}" if t.found_at else "")
+        table.add_row(t.probe, short(t.sha), plain(commit.subject[:60] if commit else ""), f"#{commit.pr_number}" if commit and commit.pr_number else "", pair, f"{t.found_at:%Y-%m-%d %H:%M}" if t.found_at else "")
     return table
