@@ -121,6 +121,18 @@ def test_git_environment_variables_do_not_shape_the_diff(clean: GitRepo, tmp_pat
     assert pairs(repo) == {3: Pair(line[1], "reverts"), 4: Pair(line[1], "relands")}
 
 
+def test_patch_ids_see_the_bytes_of_a_file_that_is_not_utf8(tmp_path: Path) -> None:
+    """Two changes that differ only in Latin-1 bytes are two patches, not a re-land of one."""
+    repo = GitRepo(tmp_path / "repo")
+    shas = []
+    for letter in (b"\xe9", b"\xe8", b"\xe0"):
+        (repo.path / "backend").mkdir(exist_ok=True)
+        (repo.path / "backend" / "names.py").write_bytes(b"name = 'caf" + letter + b"'\n")
+        shas.append(repo.commit(f"Spell it with {letter!r}"))
+    first, second = (Repo(repo.path).patch_id(sha, PATHS) for sha in shas[1:])
+    assert first is not None and second is not None and first != second
+
+
 @pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs ssh-keygen to sign a commit")
 def test_a_signed_commit_reads_the_same_with_log_show_signature(tmp_path: Path) -> None:
     key = tmp_path / "key"

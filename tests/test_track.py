@@ -66,6 +66,7 @@ def test_a_new_regression_is_bisected_reported_and_the_rerun_runs_nothing(tracke
     assert json.loads(baseline.stdout)["head"] == manifest.head
 
     culprit = add_commits(repo, 9, bug_at=5)
+    assert culprit is not None
     found = track(repo, out, "--json")
     assert found.exit_code == 1, found.output
     report = json.loads(found.stdout)
