@@ -21,6 +21,10 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
 
+ATTEMPT_KEY = ("tree_hash", "probe_id", "environment_id", "settings_key", "case_id", "attempt")
+"""What names one attempt of one case: stored once in ``runs``, claimed once in ``claims``."""
+
+
 class UTCDateTime(TypeDecorator[datetime]):
     """Timezone-aware UTC in and out, also on SQLite, which stores no offset."""
 
@@ -124,7 +128,12 @@ class BisectSession(Base):
     good_sha: Mapped[str] = mapped_column(String(64))
     bad_sha: Mapped[str] = mapped_column(String(64))
     strategy: Mapped[str] = mapped_column(String(64))
+    options: Mapped[dict[str, Any] | None]
+    """Everything that steers the search (strategy options, execution settings, the flake prior
+    read at the start), so that a resumed session continues the same search; None before 0003."""
     status: Mapped[str] = mapped_column(String(16))
+    driver: Mapped[str | None] = mapped_column(String(255))
+    """The process driving the session (``host:pid:start``), cleared when it finishes."""
     started_at: Mapped[datetime]
     finished_at: Mapped[datetime | None]
     result: Mapped[dict[str, Any] | None]
@@ -140,12 +149,22 @@ class BisectStep(Base):
     sha: Mapped[str] = mapped_column(String(64))
     verdict: Mapped[str] = mapped_column(String(16))
     reused: Mapped[bool]
+    attempt: Mapped[int | None]
+    """The stored attempt at the step's tree that this verdict came from."""
+    round: Mapped[int | None]
     created_at: Mapped[datetime]
 
 
 class Run(Base):
+    """One probe case executed once. ``settings_key`` digests every option that can change the
+    result besides the tree, the probe version and the environment (dtype, seed policy, the case's
+    parameters): only a run with the same key is reused. An attempt of a case is stored once."""
+
     __tablename__ = "runs"
-    __table_args__ = (Index(None, "tree_hash", "probe_id", "environment_id"),)
+    __table_args__ = (
+        Index(None, "tree_hash", "probe_id", "environment_id"),
+        UniqueConstraint(*ATTEMPT_KEY, name="uq_runs_attempt_key"),
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     commit_id: Mapped[int] = mapped_column(ForeignKey("commits.id"), index=True)
@@ -153,6 +172,8 @@ class Run(Base):
     environment_id: Mapped[int] = mapped_column(ForeignKey("environments.id"))
     probe_id: Mapped[int] = mapped_column(ForeignKey("probe_versions.id"))
     case_id: Mapped[str] = mapped_column(String(255))
+    settings_key: Mapped[str] = mapped_column(String(64))
+    dtype: Mapped[str | None] = mapped_column(String(16))
     outcome: Mapped[str] = mapped_column(String(16))
     metrics: Mapped[dict[str, Any]]
     signature: Mapped[str | None] = mapped_column(Text)
@@ -163,6 +184,26 @@ class Run(Base):
     seed: Mapped[int]
     trigger: Mapped[str] = mapped_column(String(16))
     session_id: Mapped[int | None] = mapped_column(ForeignKey("bisect_sessions.id"))
+
+
+class Claim(Base):
+    """A case execution some process has promised to store: concurrent processes wait for it
+    instead of running it again. Deleted in the transaction that stores the run."""
+
+    __tablename__ = "claims"
+    __table_args__ = (UniqueConstraint(*ATTEMPT_KEY, name="uq_claims_attempt_key"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    tree_hash: Mapped[str] = mapped_column(String(64))
+    probe_id: Mapped[int] = mapped_column(ForeignKey("probe_versions.id"))
+    environment_id: Mapped[int] = mapped_column(ForeignKey("environments.id"))
+    settings_key: Mapped[str] = mapped_column(String(64))
+    case_id: Mapped[str] = mapped_column(String(255))
+    attempt: Mapped[int]
+    session_id: Mapped[int | None] = mapped_column(ForeignKey("bisect_sessions.id"))
+    owner: Mapped[str] = mapped_column(String(255))
+    claimed_at: Mapped[datetime]
+    expires_at: Mapped[datetime]
 
 
 class TrackState(Base):

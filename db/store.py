@@ -6,11 +6,12 @@ Every method runs in its own transaction; on SQLite, writers take the lock up fr
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from dataclasses import fields as dataclass_fields
@@ -22,14 +23,15 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import ColumnElement, Connection, Engine, create_engine, event, func, insert, select, update
+from sqlalchemy import ColumnElement, Connection, Engine, create_engine, delete, event, func, insert, select, update
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.exc import ArgumentError, DatabaseError, IntegrityError
 from sqlalchemy.orm import Session
 
 from db.models import (
     BisectSession,
     BisectStep,
+    Claim,
     Commit,
     Environment,
     ProbeVersion,
@@ -44,6 +46,8 @@ from probes.api import Outcome
 from tracker.errors import UsageError
 
 Verdict = Literal["good", "bad", "skip"]
+FINISHED = "finished"
+"""``Store.take_session``'s answer for a session that another process finished meanwhile."""
 SessionStatus = Literal["running", "done", "failed"]
 
 
@@ -78,6 +82,30 @@ class EnvironmentInfo:
 
 
 @dataclass(frozen=True)
+class CaseKey:
+    """One case of one tree, measured one way: stored runs with this key answer for each other."""
+
+    tree_hash: str
+    probe_id: int
+    environment_id: int
+    settings_key: str
+    case_id: str
+
+
+class ClaimState(str, enum.Enum):
+    CLAIMED = "claimed"
+    """This process now owns the attempt: it runs the case and stores the run."""
+    STORED = "stored"
+    """The attempt is stored already."""
+    HELD = "held"
+    """Another live process owns it: wait for its run."""
+
+
+StaleOwner = Callable[[str, datetime], bool]
+"""Whether a claim's (owner, expires_at) belongs to a process that is gone."""
+
+
+@dataclass(frozen=True)
 class RunRecord:
     repo_id: int
     sha: str
@@ -85,6 +113,8 @@ class RunRecord:
     environment_id: int
     probe_id: int
     case_id: str
+    settings_key: str
+    dtype: str | None
     outcome: Outcome
     metrics: dict[str, Any]
     signature: str | None
@@ -103,6 +133,7 @@ class StoredRun:
     sha: str
     tree_hash: str
     case_id: str
+    settings_key: str
     outcome: Outcome
     metrics: dict[str, Any]
     signature: str | None
@@ -135,7 +166,9 @@ class SessionRow:
     good_sha: str
     bad_sha: str
     strategy: str
+    options: dict[str, Any] | None
     status: str
+    driver: str | None
     started_at: datetime
     finished_at: datetime | None
     result: dict[str, Any] | None
@@ -148,6 +181,8 @@ class StepRow:
     verdict: str
     reused: bool
     created_at: datetime
+    attempt: int | None = None
+    round: int | None = None
 
 
 TransitionKind = Literal["regression", "fix"]
@@ -250,36 +285,92 @@ class Store:
                 return found
             return _added(session, ProbeVersion(**key))
 
-    def add_run(self, run: RunRecord) -> int:
+    def add_run(self, run: RunRecord, owner: str | None = None) -> int | None:
+        """Store one run. With ``owner``, only while that owner still holds the attempt's claim,
+        which is released in the same transaction; None when another process took it over."""
         values = asdict(run)
         del values["repo_id"], values["sha"]
         values["outcome"] = Outcome(run.outcome).value
+        key = CaseKey(run.tree_hash, run.probe_id, run.environment_id, run.settings_key, run.case_id)
         with self._writing() as session:
+            if owner is not None:
+                claim = session.scalar(_claim_query(key, run.attempt))
+                if claim is None or claim.owner != owner:
+                    return None
+                session.delete(claim)
             return _added(session, Run(commit_id=_commit_id(session, run.repo_id, run.sha), **values))
 
-    def runs_for_tree(self, tree_hash: str, probe_id: int, environment_id: int) -> list[StoredRun]:
-        """Every stored run of this tree, probe version and environment, whichever commit it was run at."""
+    def runs_for_tree(
+        self, tree_hash: str, probe_id: int, environment_id: int, settings_keys: Sequence[str] | None = None
+    ) -> list[StoredRun]:
+        """Every stored run of this tree, probe version and environment (and, if given, one of the
+        settings keys), whichever commit it was run at, oldest first."""
         query = (
             select(Run, Commit.sha)
             .join(Commit, Run.commit_id == Commit.id)
             .where(Run.tree_hash == tree_hash, Run.probe_id == probe_id, Run.environment_id == environment_id)
             .order_by(Run.id)
         )
+        if settings_keys is not None:
+            query = query.where(Run.settings_key.in_(sorted(set(settings_keys))))
         with self._reading() as session:
             return [StoredRun(**_stored_fields(run, sha)) for run, sha in session.execute(query)]
 
-    def attempt_outcomes(self, probe_name: str, environment_id: int) -> dict[str, dict[int, list[Outcome]]]:
-        """Every stored case outcome of the probe (any version) in one environment, by target tree
-        and attempt: the history a probe's flake rate is read from."""
-        query = (
-            select(Run.tree_hash, Run.attempt, Run.outcome)
-            .join(ProbeVersion, Run.probe_id == ProbeVersion.id)
-            .where(ProbeVersion.name == probe_name, Run.environment_id == environment_id)
-        )
-        found: dict[str, dict[int, list[Outcome]]] = {}
+    def claim(
+        self, key: CaseKey, attempt: int, owner: str, expires_at: datetime, stale: StaleOwner, session_id: int | None = None
+    ) -> ClaimState:
+        """Take the attempt ``attempt`` of ``key`` for ``owner`` unless it is stored or a live
+        process holds it; a stale holder's claim is taken over."""
+        try:
+            with self._writing() as session:
+                if session.scalar(select(Run.id).where(*_key_where(Run, key), Run.attempt == attempt)) is not None:
+                    return ClaimState.STORED
+                held = session.scalar(_claim_query(key, attempt))
+                if held is not None and not stale(held.owner, held.expires_at):
+                    return ClaimState.HELD
+                if held is not None:
+                    session.delete(held)
+                    session.flush()
+                session.add(
+                    Claim(**asdict(key), attempt=attempt, session_id=session_id, owner=owner, claimed_at=_now(), expires_at=expires_at)
+                )
+        except IntegrityError:
+            return ClaimState.HELD
+        return ClaimState.CLAIMED
+
+    def new_attempt(self, keys: Sequence[CaseKey]) -> int:
+        """One past every attempt stored or claimed for these cases."""
         with self._reading() as session:
-            for tree_hash, attempt, outcome in session.execute(query):
-                found.setdefault(tree_hash, {}).setdefault(attempt, []).append(Outcome(outcome))
+            highest = [session.scalar(select(func.max(table.attempt)).where(*_keys_where(table, keys))) for table in (Run, Claim)]
+        return 1 + max((h for h in highest if h is not None), default=0)
+
+    def release_claims(self, owner: str, keys: Sequence[CaseKey] | None = None, attempt: int | None = None) -> None:
+        """Give up the claims of ``owner`` whose runs it did not store (on an error or Ctrl-C):
+        all of them, or those of ``keys`` at ``attempt``."""
+        where = [Claim.owner == owner]
+        if keys is not None:
+            where += [*_keys_where(Claim, keys), Claim.attempt == attempt]
+        with self._writing() as session:
+            session.execute(delete(Claim).where(*where))
+
+    def attempt_outcomes(
+        self, probe_name: str, environment_id: int, settings_keys: Sequence[str]
+    ) -> dict[str, dict[int, dict[str, Outcome]]]:
+        """Every stored case outcome of the probe (any version) in one environment under these
+        settings, by target tree, attempt and case: the history a probe's flake rate is read from."""
+        query = (
+            select(Run.tree_hash, Run.attempt, Run.case_id, Run.outcome)
+            .join(ProbeVersion, Run.probe_id == ProbeVersion.id)
+            .where(
+                ProbeVersion.name == probe_name,
+                Run.environment_id == environment_id,
+                Run.settings_key.in_(sorted(set(settings_keys))),
+            )
+        )
+        found: dict[str, dict[int, dict[str, Outcome]]] = {}
+        with self._reading() as session:
+            for tree_hash, attempt, case_id, outcome in session.execute(query):
+                found.setdefault(tree_hash, {}).setdefault(attempt, {})[case_id] = Outcome(outcome)
         return found
 
     def runs(
@@ -342,7 +433,15 @@ class Store:
             )
 
     def start_session(
-        self, repo_id: int, target: str, probe_id: int, good_sha: str, bad_sha: str, strategy: str
+        self,
+        repo_id: int,
+        target: str,
+        probe_id: int,
+        good_sha: str,
+        bad_sha: str,
+        strategy: str,
+        options: dict[str, Any] | None = None,
+        driver: str | None = None,
     ) -> int:
         row = BisectSession(
             repository_id=repo_id,
@@ -351,13 +450,37 @@ class Store:
             good_sha=good_sha,
             bad_sha=bad_sha,
             strategy=strategy,
+            options=options,
             status="running",
+            driver=driver,
             started_at=_now(),
         )
         with self._writing() as session:
             return _added(session, row)
 
-    def add_step(self, session_id: int, sha: str, verdict: Verdict, reused: bool) -> None:
+    def take_session(self, session_id: int, driver: str, stale: StaleOwner) -> str | None:
+        """Make ``driver`` the one process driving the unfinished session; else who holds it: a
+        live driver (a stale one is replaced), or ``FINISHED``."""
+        with self._writing() as session:
+            row = _bisect_session(session, session_id)
+            if row.status != "running":
+                return FINISHED
+            if row.driver not in (None, driver) and not stale(row.driver, _FAR_FUTURE):
+                return row.driver
+            row.driver = driver
+            return None
+
+    def session_attempts(self, session_id: int) -> int:
+        """How many attempts (a tree measured once, whatever its cases) the session executed."""
+        query = select(func.count()).select_from(
+            select(Run.tree_hash, Run.attempt).where(Run.session_id == session_id).distinct().subquery()
+        )
+        with self._reading() as session:
+            return session.scalar(query) or 0
+
+    def add_step(
+        self, session_id: int, sha: str, verdict: Verdict, reused: bool, attempt: int | None = None, round: int | None = None
+    ) -> None:
         with self._writing() as session:
             position = session.scalar(select(func.count()).where(BisectStep.session_id == session_id))
             session.add(
@@ -367,6 +490,8 @@ class Store:
                     sha=sha,
                     verdict=verdict,
                     reused=reused,
+                    attempt=attempt,
+                    round=round,
                     created_at=_now(),
                 )
             )
@@ -381,6 +506,8 @@ class Store:
                     verdict=s.verdict,
                     reused=s.reused,
                     created_at=s.created_at,
+                    attempt=s.attempt,
+                    round=s.round,
                 )
                 for s in session.scalars(query)
             ]
@@ -391,6 +518,7 @@ class Store:
             row.status = status
             row.finished_at = _now()
             row.result = result
+            row.driver = None
 
     def session(self, session_id: int) -> SessionRow:
         with self._reading() as session:
@@ -498,6 +626,7 @@ def _connect(url: str, busy_timeout_ms: int) -> tuple[Engine, str]:
     where = _where(parsed)
     if parsed.get_backend_name() == "sqlite":
         _make_parent(parsed, where)
+        _refuse_foreign_sqlite(parsed, where)
     try:
         engine = create_engine(parsed)
     except (ArgumentError, ImportError) as exc:
@@ -526,6 +655,34 @@ def _make_parent(url: URL, where: str) -> None:
             f"cannot create directory {parent} for database {where} ({exc.strerror}); "
             "create it or set REGTRACK_DB_URL to a writable location"
         ) from None
+
+
+def _refuse_foreign_sqlite(url: URL, where: str) -> None:
+    """Refuse a file that is not a SQLite database, or one holding tables but no regtrack schema,
+    before anything (such as switching it to WAL) changes it."""
+    if url.database in (None, "", ":memory:") or not Path(url.database).is_file():
+        return
+    if Path(url.database).stat().st_size == 0:
+        return
+    try:
+        connection = sqlite3.connect(f"file:{Path(url.database).absolute()}?mode=ro", uri=True)
+        try:
+            tables = {name for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            connection.close()
+    except sqlite3.DatabaseError as exc:
+        reason = str(exc) or type(exc).__name__
+        if "locked" in reason:
+            return
+        raise UsageError(
+            f"database {where} cannot be read as SQLite ({reason}); restore it or set REGTRACK_DB_URL to another file"
+        ) from None
+    if tables and "alembic_version" not in tables:
+        shown = ", ".join(sorted(tables)[:3])
+        raise UsageError(
+            f"database {where} is not a regtrack database (it holds tables {shown}); "
+            "set REGTRACK_DB_URL to a regtrack database or a new file"
+        )
 
 
 def _configure_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
@@ -584,12 +741,16 @@ def _upgrade(engine: Engine, where: str) -> None:
 def _translated(where: str) -> Iterator[None]:
     try:
         yield
-    except OperationalError as exc:
+    except IntegrityError:
+        raise
+    except DatabaseError as exc:
         raise UsageError(_explain(exc, where)) from exc
 
 
-def _explain(exc: OperationalError, where: str) -> str:
+def _explain(exc: DatabaseError, where: str) -> str:
     reason = (str(exc.orig) or type(exc.orig).__name__).splitlines()[0]
+    if "not a database" in reason or "malformed" in reason:
+        return f"database {where} is damaged ({reason}); restore it from a backup or set REGTRACK_DB_URL to another file"
     if "locked" in reason:
         return f"database {where} is locked by another process; wait for it to finish or set REGTRACK_DB_URL to another file"
     if "unable to open" in reason or "readonly" in reason:
@@ -599,6 +760,10 @@ def _explain(exc: OperationalError, where: str) -> str:
 
 def _now() -> datetime:
     return datetime.now(timezone.utc)
+
+
+_FAR_FUTURE = datetime.max.replace(tzinfo=timezone.utc)
+"""A session's driver has no expiry: it is stale only when its process is known to be gone."""
 
 
 def _added(session: Session, row: Repository | Environment | ProbeVersion | Run | BisectSession) -> int:
@@ -634,6 +799,7 @@ def _stored_fields(run: Run, sha: str) -> dict[str, Any]:
         "sha": sha,
         "tree_hash": run.tree_hash,
         "case_id": run.case_id,
+        "settings_key": run.settings_key,
         "outcome": Outcome(run.outcome),
         "metrics": run.metrics,
         "signature": run.signature,
@@ -644,6 +810,26 @@ def _stored_fields(run: Run, sha: str) -> dict[str, Any]:
         "trigger": run.trigger,
         "session_id": run.session_id,
     }
+
+
+def _key_where(table: type[Run] | type[Claim], key: CaseKey) -> list[ColumnElement[bool]]:
+    return [getattr(table, name) == value for name, value in asdict(key).items()]
+
+
+def _keys_where(table: type[Run] | type[Claim], keys: Sequence[CaseKey]) -> list[ColumnElement[bool]]:
+    """The cases of one tree measured one way (one probe, environment) under any of their settings."""
+    first = keys[0]
+    return [
+        table.tree_hash == first.tree_hash,
+        table.probe_id == first.probe_id,
+        table.environment_id == first.environment_id,
+        table.settings_key.in_(sorted({k.settings_key for k in keys})),
+        table.case_id.in_(sorted({k.case_id for k in keys})),
+    ]
+
+
+def _claim_query(key: CaseKey, attempt: int) -> Any:
+    return select(Claim).where(*_key_where(Claim, key), Claim.attempt == attempt)
 
 
 def _bisect_session(session: Session, session_id: int) -> BisectSession:
@@ -673,7 +859,9 @@ def _session_row(row: BisectSession, probe_name: str) -> SessionRow:
         good_sha=row.good_sha,
         bad_sha=row.bad_sha,
         strategy=row.strategy,
+        options=row.options,
         status=row.status,
+        driver=row.driver,
         started_at=row.started_at,
         finished_at=row.finished_at,
         result=row.result,

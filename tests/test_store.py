@@ -38,6 +38,7 @@ TABLES = {
     "transitions",
     "bisect_sessions",
     "bisect_steps",
+    "claims",
 }
 H200 = EnvironmentInfo(
     device="cuda",
@@ -89,6 +90,8 @@ def _record(repo_id: int, sha: str, env_id: int, probe_id: int, **fields: object
         environment_id=env_id,
         probe_id=probe_id,
         case_id="bs4_T2_N4",
+        settings_key="settings-a",
+        dtype="float32",
         outcome=Outcome.PASS,
         metrics={"max_abs_error": 0.001, "nan_count": 0},
         signature=None,
@@ -160,7 +163,7 @@ def test_upgrade_from_empty_creates_the_schema_of_the_models(db_path: Path) -> N
         assert set(inspect(engine).get_table_names()) == TABLES | {"alembic_version"}
         with engine.connect() as connection:
             context = MigrationContext.configure(connection)
-            assert context.get_current_revision() == "0002"
+            assert context.get_current_revision() == "0003"
             assert compare_metadata(context, Base.metadata) == []
             assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
     finally:
@@ -286,12 +289,12 @@ def test_runs_filters(store: Store, seeded: tuple[int, int, int], tmp_path: Path
     other_probe = store.probe_version("swa_page_table", 1, "5ca1")
     ids = [
         store.add_run(_record(repo_id, _commit(1).sha, env_id, probe_id)),
-        store.add_run(_record(repo_id, _commit(2).sha, env_id, probe_id, outcome=Outcome.FAIL)),
+        store.add_run(_record(repo_id, _commit(2).sha, env_id, probe_id, outcome=Outcome.FAIL, tree_hash="tree-b")),
         store.add_run(_record(repo_id, _commit(3).sha, env_id, other_probe)),
     ]
     other_repo = store.repository(tmp_path / "other")
     store.record_commits(other_repo, [_commit(1)])
-    store.add_run(_record(other_repo, _commit(1).sha, env_id, probe_id))
+    store.add_run(_record(other_repo, _commit(1).sha, env_id, probe_id, tree_hash="tree-c"))
 
     assert [row.id for row in store.runs(repo_id=repo_id)] == ids[::-1]
     assert [row.id for row in store.runs(repo_id=repo_id, limit=2)] == ids[:0:-1]
