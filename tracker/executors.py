@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import queue
 import subprocess
-from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,7 +24,7 @@ class LocalExecutor:
 
     With ``device="cuda"`` worker i sees only the i-th visible GPU (``CUDA_VISIBLE_DEVICES``,
     wrapping around when there are more workers than GPUs). CPU workers split the cores between them.
-    An exception or Ctrl-C in ``run_many`` kills every worker; the executor is closed after that.
+    An exception or Ctrl-C in ``run_iter`` kills every worker; the executor is closed after that.
     """
 
     def __init__(
@@ -64,17 +64,24 @@ class LocalExecutor:
     def job(self, probe: str, case_id: str, root: Path | str, seed: int = 0) -> Job:
         return Job(probe, case_id, str(root), self.device, self.dtype, seed)
 
-    def run_many(self, jobs: Sequence[Job]) -> list[JobResult]:
-        """Results in job order; jobs start in order, each on the next free worker."""
-        futures = [self._pool.submit(self._run_one, job) for job in jobs]
+    def run_iter(self, jobs: Sequence[Job]) -> Iterator[tuple[int, JobResult]]:
+        """Each job's index and result as soon as it finishes; jobs start in order, each on the
+        next free worker."""
+        futures = {self._pool.submit(self._run_one, job): index for index, job in enumerate(jobs)}
         try:
-            return [future.result() for future in futures]
+            for future in as_completed(futures):
+                yield futures[future], future.result()
         except BaseException:
             for future in futures:
                 future.cancel()
             for client in self.clients:
                 client.kill()
             raise
+
+    def run_many(self, jobs: Sequence[Job]) -> list[JobResult]:
+        """Results in job order."""
+        results = dict(self.run_iter(jobs))
+        return [results[index] for index in range(len(jobs))]
 
     def environment(self) -> EnvironmentInfo:
         client = self._idle.get()

@@ -2,24 +2,38 @@
 
 A measurement is keyed by the tree of the target's paths, not by the commit: a commit that only
 touches files outside those paths reuses its parent's result, and nothing measured in this
-environment with this probe version is ever run again. Each case's result is stored the moment
-it arrives, so an interrupted command loses at most the cases in flight.
+environment with this probe version and these settings (``tracker.reuse``) is ever run again.
+
+Each case execution is claimed in the store before it runs, so concurrent processes measuring the
+same tree run each case once: the others wait for the stored run. Each case's result is stored the
+moment it arrives, so an interrupted command loses at most the cases in flight; its claims are
+released (or, if it was killed, found stale) and the next process completes the attempt.
 """
 
 from __future__ import annotations
 
 import secrets
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
-from db.store import RunRecord, Store, StoredRun
+from db.store import CaseKey, ClaimState, RunRecord, Store, StoredRun
 from probes.api import Outcome, Probe
 
+from . import owners
 from .config import Target
 from .executors import Job, JobResult, LocalExecutor
+from .worker import SNAPSHOT_MODIFIED
+from .reuse import Attempt, attempts_of, complete_verdicts, settings_key
 from .revisions import Repo
 from .snapshots import SnapshotCache
-from .verdicts import FlakeEstimate, Verdict, flake_estimate, verdict_of, verdicts_by_attempt
+from .verdicts import FlakeEstimate, Verdict, flake_estimate, verdict_of
+
+WAIT_POLL_S = 0.2
+CLAIM_GRACE_S = 60.0
+NEW_ATTEMPT_TRIES = 20
+SNAPSHOT_RETRIES = 3
 
 
 @dataclass(frozen=True)
@@ -37,6 +51,7 @@ class Measurement:
     verdict: Verdict
     cases: tuple[CaseOutcome, ...]
     reused: bool
+    attempt: int = 1
 
     @property
     def signature(self) -> str | None:
@@ -56,7 +71,7 @@ class Measurement:
 
 
 class Prober:
-    """Measures revisions of one target with one probe in one environment."""
+    """Measures revisions of one target with one probe in one environment under one set of settings."""
 
     def __init__(
         self,
@@ -74,6 +89,8 @@ class Prober:
         self.repo_id = store.repository(repo.path)
         self.probe_id = store.probe_version(probe.name, probe.version, probe.code_hash)
         self.environment_id = store.environment(executor.environment())
+        self.case_ids = [case.id for case in probe.cases]
+        self.case_keys = {case.id: settings_key(executor.dtype, seed, case.params) for case in probe.cases}
         self.paths_key = ",".join(target.paths)
         self.executions = 0
         self.reused = 0
@@ -86,69 +103,165 @@ class Prober:
             self.store.record_tree(self.repo_id, sha, self.paths_key, tree)
         return trees
 
-    def stored(self, tree_hash: str) -> dict[str, StoredRun]:
-        """The latest stored run of each case of this probe for ``tree_hash``."""
-        latest: dict[str, StoredRun] = {}
-        for run in self.store.runs_for_tree(tree_hash, self.probe_id, self.environment_id):
-            if run.case_id not in latest or run.id > latest[run.case_id].id:
-                latest[run.case_id] = run
-        return latest
+    def attempts(self, tree_hash: str) -> list[Attempt]:
+        """The stored attempts at ``tree_hash`` under this probe, environment and settings, oldest first."""
+        runs = self.store.runs_for_tree(tree_hash, self.probe_id, self.environment_id, list(self.case_keys.values()))
+        return attempts_of(runs, self.case_keys)
 
     def attempt_verdicts(self, tree_hash: str) -> list[Verdict]:
-        """The verdict of each stored attempt at ``tree_hash``, oldest first: reruns that disagree
-        show a flaky result."""
-        by_attempt: dict[int, list[Outcome]] = {}
-        for run in self.store.runs_for_tree(tree_hash, self.probe_id, self.environment_id):
-            by_attempt.setdefault(run.attempt, []).append(run.outcome)
-        return verdicts_by_attempt(by_attempt)
+        """The verdict of each complete stored attempt at ``tree_hash``, oldest first: reruns that
+        disagree show a flaky result."""
+        return complete_verdicts(self.attempts(tree_hash), self.case_ids)
 
     def flake_history(self) -> FlakeEstimate | None:
-        """This probe's observed flake rate in this environment, from every stored tree."""
-        by_tree = self.store.attempt_outcomes(self.probe.name, self.environment_id)
-        return flake_estimate(verdicts_by_attempt(attempts) for attempts in by_tree.values())
+        """This probe's observed flake rate in this environment under these settings, from every stored tree."""
+        by_tree = self.store.attempt_outcomes(self.probe.name, self.environment_id, list(self.case_keys.values()))
+        verdicts = (
+            [verdict_of(cases.values()) for _, cases in sorted(attempts.items()) if set(self.case_ids) <= set(cases)]
+            for attempts in by_tree.values()
+        )
+        return flake_estimate(verdicts)
+
+    def measurement_of(self, sha: str, attempt: Attempt) -> Measurement:
+        """A complete stored attempt as a measurement (nothing runs)."""
+        cases = tuple(_case_outcome(attempt.runs[case_id]) for case_id in self.case_ids)
+        tree_hash = next(iter(attempt.runs.values())).tree_hash
+        return Measurement(sha, tree_hash, verdict_of(c.outcome for c in cases), cases, True, attempt.number)
 
     def measure(self, sha: str, tree_hash: str, session_id: int | None = None, rerun: bool = False) -> Measurement:
-        """Stored results when every case has one (unless ``rerun``), else run what is missing."""
+        """The latest complete stored attempt (unless ``rerun``), else run what is missing."""
         return self.measure_many([Request(sha, tree_hash, rerun)], session_id)[0]
 
-    def measure_many(self, requests: list[Request], session_id: int | None = None) -> list[Measurement]:
+    def measure_many(self, requests: Sequence[Request], session_id: int | None = None) -> list[Measurement]:
         """Measure several revisions in one round: every missing case goes to the executor at once,
-        so W workers measure W revisions side by side. A tree asked for twice is run once."""
+        so W workers measure W revisions side by side. A tree asked for twice is measured once."""
         plans: dict[tuple[str, bool], _Plan] = {}
         for request in requests:
-            key = (request.tree_hash, request.rerun)
-            if key not in plans:
-                plans[key] = self._plan(request)
-        jobs = [job for plan in plans.values() for job in plan.jobs]
-        results = iter(self.executor.run_many(jobs) if jobs else [])
-        for plan in plans.values():
-            for job in plan.jobs:
-                result = next(results)
-                self.store.add_run(plan.record(self, job, result, session_id))
-                plan.cases[job.case_id] = CaseOutcome(job.case_id, result.outcome, result.signature, result.metrics)
-            if plan.jobs:
-                self.executions += 1
-            else:
-                self.reused += 1
+            plans.setdefault((request.tree_hash, request.rerun), self._plan(request, session_id))
+        try:
+            self._execute([plan for plan in plans.values() if plan.missing], session_id)
+        finally:
+            self.store.release_claims(owners.this_process())
         measured = []
         for request in requests:
             plan = plans[(request.tree_hash, request.rerun)]
-            ordered = tuple(plan.cases[case.id] for case in self.probe.cases)
+            ordered = tuple(plan.cases[case_id] for case_id in self.case_ids)
             verdict = verdict_of(c.outcome for c in ordered)
-            measured.append(Measurement(request.sha, request.tree_hash, verdict, ordered, reused=not plan.jobs))
+            measured.append(Measurement(request.sha, request.tree_hash, verdict, ordered, not plan.executed, plan.attempt or 1))
+        for plan in plans.values():
+            if plan.executed:
+                self.executions += 1
+            else:
+                self.reused += 1
         return measured
 
-    def _plan(self, request: Request) -> _Plan:
-        known = {} if request.rerun else self.stored(request.tree_hash)
-        plan = _Plan(request, {case_id: _case_outcome(run) for case_id, run in known.items()})
-        missing = [case for case in self.probe.cases if case.id not in known]
-        if missing:
-            root = self.snapshots.materialise(self.repo, request.sha, self.target.paths)
-            plan.attempt = 1 + max((run.attempt for run in self.stored(request.tree_hash).values()), default=0)
-            plan.seed = self.seed + plan.attempt - 1 if self.seed is not None else secrets.randbits(31)
-            device, dtype = self.executor.device, self.executor.dtype
-            plan.jobs = [Job(self.probe.name, case.id, str(root), device, dtype, plan.seed) for case in missing]
+    def _plan(self, request: Request, session_id: int | None) -> _Plan:
+        """Reuse the latest complete attempt; complete an interrupted one; or start a new one."""
+        attempts = self.attempts(request.tree_hash)
+        latest = attempts[-1] if attempts else None
+        plan = _Plan(request)
+        if latest is not None and not latest.complete(self.case_ids):
+            resumable = not request.rerun or (session_id is not None and session_id in latest.sessions())
+            if resumable:
+                plan.attempt, plan.seed = latest.number, next(iter(latest.runs.values())).seed
+                plan.cases = {case_id: _case_outcome(run) for case_id, run in latest.runs.items()}
+        elif latest is not None and not request.rerun:
+            plan.attempt = latest.number
+            plan.cases = {case_id: _case_outcome(run) for case_id, run in latest.runs.items()}
+        elif latest is None:
+            plan.attempt = 1
+        plan.missing = [case_id for case_id in self.case_ids if case_id not in plan.cases]
         return plan
+
+    def _execute(self, plans: list[_Plan], session_id: int | None) -> None:
+        """Claim, run and store every missing case; wait for the ones other processes hold."""
+        while plans:
+            jobs: list[tuple[_Plan, Job]] = []
+            waiting: list[_Plan] = []
+            for plan in plans:
+                claimed, held = self._claim(plan, session_id)
+                jobs += [(plan, job) for job in self._jobs(plan, claimed)]
+                if held:
+                    waiting.append(plan)
+            if jobs:
+                for index, result in self.executor.run_iter([job for _, job in jobs]):
+                    plan, job = jobs[index]
+                    self._store(plan, job, result, session_id)
+            for plan in waiting:
+                self._collect(plan)
+            plans = [plan for plan in plans if plan.missing]
+            if plans and not jobs:
+                time.sleep(WAIT_POLL_S)
+
+    def _claim(self, plan: _Plan, session_id: int | None) -> tuple[list[str], list[str]]:
+        """Claim the plan's missing cases; the ones claimed and the ones another process holds."""
+        if plan.attempt is None:
+            self._claim_new_attempt(plan, session_id)
+            return list(plan.missing), []
+        claimed, held = [], []
+        for case_id in plan.missing:
+            state = self.store.claim(self._key(plan, case_id), plan.attempt, owners.this_process(), self._expiry(), owners.is_stale, session_id)
+            if state is ClaimState.CLAIMED:
+                claimed.append(case_id)
+            elif state is ClaimState.HELD:
+                held.append(case_id)
+        self._collect(plan)
+        return claimed, held
+
+    def _claim_new_attempt(self, plan: _Plan, session_id: int | None) -> None:
+        """A number no process has used for this tree, with every case claimed under it."""
+        keys = [self._key(plan, case_id) for case_id in self.case_ids]
+        for _ in range(NEW_ATTEMPT_TRIES):
+            number = self.store.new_attempt(keys)
+            states = [
+                self.store.claim(key, number, owners.this_process(), self._expiry(), owners.is_stale, session_id)
+                for key in keys
+            ]
+            if all(state is ClaimState.CLAIMED for state in states):
+                plan.attempt = number
+                plan.seed = self.seed + number - 1 if self.seed is not None else secrets.randbits(31)
+                return
+            self.store.release_claims(owners.this_process(), keys, number)
+        raise RuntimeError(f"could not claim a new attempt of {plan.request.tree_hash[:12]} in {NEW_ATTEMPT_TRIES} tries")
+
+    def _jobs(self, plan: _Plan, case_ids: list[str]) -> list[Job]:
+        if not case_ids:
+            return []
+        if plan.seed is None:
+            plan.seed = self.seed + (plan.attempt or 1) - 1 if self.seed is not None else secrets.randbits(31)
+        root = self.snapshots.materialise(self.repo, plan.request.sha, self.target.paths)
+        device, dtype = self.executor.device, self.executor.dtype
+        return [Job(self.probe.name, case_id, str(root), device, dtype, plan.seed) for case_id in case_ids]
+
+    def _store(self, plan: _Plan, job: Job, result: JobResult, session_id: int | None) -> None:
+        if (result.signature or "").startswith(SNAPSHOT_MODIFIED) and plan.retries < SNAPSHOT_RETRIES:
+            # not a result: the case stays missing, its claim is given up, and the next job for it
+            # gets a rebuilt snapshot
+            plan.retries += 1
+            self.store.release_claims(owners.this_process(), [self._key(plan, job.case_id)], plan.attempt)
+            return
+        stored = self.store.add_run(plan.record(self, job, result, session_id), owner=owners.this_process())
+        if stored is not None:
+            plan.cases[job.case_id] = CaseOutcome(job.case_id, result.outcome, result.signature, result.metrics)
+            plan.missing.remove(job.case_id)
+            plan.executed = True
+
+    def _collect(self, plan: _Plan) -> None:
+        """Take the runs other processes stored for the plan's attempt."""
+        if plan.attempt is None:
+            return
+        for attempt in self.attempts(plan.request.tree_hash):
+            if attempt.number == plan.attempt:
+                for case_id in [c for c in plan.missing if c in attempt.runs]:
+                    plan.cases[case_id] = _case_outcome(attempt.runs[case_id])
+                    plan.missing.remove(case_id)
+
+    def _key(self, plan: _Plan, case_id: str) -> CaseKey:
+        return CaseKey(plan.request.tree_hash, self.probe_id, self.environment_id, self.case_keys[case_id], case_id)
+
+    def _expiry(self) -> datetime:
+        """When a claim of this process may be taken over even if it seems alive: past any timeout."""
+        return datetime.now(timezone.utc) + timedelta(seconds=2 * self.executor.timeout_s + CLAIM_GRACE_S)
 
 
 @dataclass(frozen=True)
@@ -160,15 +273,20 @@ class Request:
 
 @dataclass
 class _Plan:
-    """What measuring one request takes: the cases already known and the jobs still to run."""
+    """What measuring one request takes: the attempt it reports, the cases known, the ones missing."""
 
     request: Request
-    cases: dict[str, CaseOutcome]
-    jobs: list[Job] = field(default_factory=list)
-    attempt: int = 1
-    seed: int = 0
+    attempt: int | None = None
+    """None until a new attempt's number is claimed."""
+    cases: dict[str, CaseOutcome] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)
+    seed: int | None = None
+    executed: bool = False
+    retries: int = 0
+    """Cases run again because an earlier case edited the snapshot."""
 
     def record(self, prober: Prober, job: Job, result: JobResult, session_id: int | None) -> RunRecord:
+        assert self.attempt is not None and self.seed is not None, "a job runs only under a claimed attempt"
         return RunRecord(
             repo_id=prober.repo_id,
             sha=self.request.sha,
@@ -176,6 +294,8 @@ class _Plan:
             environment_id=prober.environment_id,
             probe_id=prober.probe_id,
             case_id=job.case_id,
+            settings_key=prober.case_keys[job.case_id],
+            dtype=job.dtype,
             outcome=result.outcome,
             metrics=result.metrics,
             signature=result.signature,
