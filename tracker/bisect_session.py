@@ -8,10 +8,17 @@ Candidates are target trees, not commits: a probe's result can only change where
 target's paths changes, so the range is cut into runs of commits with one tree and the strategy
 sees the first commit of each run. A culprit is therefore always a commit that changed the target.
 
-Evidence. The first time the strategy asks for a revision, every stored attempt at its tree is
-fed to it (flake-aware strategies see a stored disagreement at once; binary and k-ary see the
-latest result); nothing stored means one execution. Asked again, the revision is run afresh: a
-rerun. Each verdict fed is one stored step.
+Evidence. When the strategy asks for a revision, the complete stored attempts at its tree that
+it has not been fed yet are fed to it (flake-aware strategies all of them, oldest first, so a
+stored disagreement shows at once; binary and k-ary the latest); with none, the revision is
+measured: its first time from the store or by one execution, afterwards by a rerun. Each verdict
+fed is one stored step, naming its attempt.
+
+Resuming. A session stores everything that steers it (the options, the execution settings, the
+flake prior read when it started) and is driven by one process at a time. A resumed session
+replays its steps and continues the same search: an attempt the killed process finished without
+storing its step is fed from the store, one it left half-done is completed, and its budget counts
+every attempt the session executed, before the kill or after.
 
 Ends. Binary and k-ary trust one result per end: a good end that is not good or a bad end that is
 not bad stops the session with exit code 2. auto and bayes allow for flakes: the good end is run
@@ -23,14 +30,17 @@ untestable, stops the session as above.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
-from db.store import CommitInfo, Store
+from db.store import FINISHED, CommitInfo, SessionRow, Store
 
+from . import owners
 from .bisect import DEFAULT_PRIOR_STRENGTH, Strategy, StrategyName, make_strategy
 from .errors import UsageError
 from .measure import Measurement, Prober, Request
+from .reuse import Attempt
 from .revisions import Repo
 from .transitions import group_runs
 from .verdicts import Verdict
@@ -51,6 +61,56 @@ class BisectOptions:
     workers: int = 1
     confidence: float = 0.95
     max_runs: int | None = None
+
+
+@dataclass(frozen=True)
+class FlakePrior:
+    """The probe's flake rate read from history when the session started, and its weight in pseudo-runs."""
+
+    rate: float
+    runs: int
+
+
+@dataclass(frozen=True)
+class StoredOptions:
+    """What a session stores to be resumed as the same search."""
+
+    search: BisectOptions
+    execution: Mapping[str, Any]
+    prior: FlakePrior | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"search": asdict(self.search), "execution": dict(self.execution), "prior": asdict(self.prior) if self.prior else None}
+
+    @classmethod
+    def of(cls, session: SessionRow) -> StoredOptions:
+        if not session.options:
+            raise UsageError(
+                f"bisect session {session.id} was started by an older regtrack that did not store its options; "
+                "start a new bisect with --good and --bad"
+            )
+        prior = session.options.get("prior")
+        return cls(BisectOptions(**session.options["search"]), session.options["execution"], FlakePrior(**prior) if prior else None)
+
+
+def open_session(store: Store, repo_id: int, target: str, probe_id: int, probe_name: str) -> SessionRow:
+    """The newest unfinished bisect of this target and probe, now driven by this process alone."""
+    sessions = store.open_sessions(repo_id, target, probe_id)
+    if not sessions:
+        raise UsageError(f"no unfinished bisect of probe {probe_name!r} on target {target!r}; start one with --good and --bad")
+    take_session(store, sessions[0].id)
+    return sessions[0]
+
+
+def take_session(store: Store, session_id: int) -> None:
+    """Make this process the session's one driver (again, if it is already)."""
+    holder = store.take_session(session_id, owners.this_process(), owners.is_stale)
+    if holder == FINISHED:
+        raise UsageError(f"bisect session {session_id} was finished by another process meanwhile; see `regtrack report`")
+    if holder is not None:
+        raise UsageError(
+            f"bisect session {session_id} is being driven by another process ({holder}); wait for it to finish or stop it, then --resume"
+        )
 
 
 @dataclass(frozen=True)
@@ -79,7 +139,7 @@ class BisectReport:
     parent_measurement: Measurement | None = None
     steps: list[Step] = field(default_factory=list)
     executions: int = 0
-    reused: int = 0  # revisions answered from the store, and steps a resumed session replayed
+    reused: int = 0  # steps answered from stored results
     rounds: int = 0
 
     def to_json(self) -> dict[str, object]:
@@ -128,28 +188,41 @@ class BisectSession:
         self.options = options or BisectOptions()
         self.on_step = on_step
 
-    def start(self, good_rev: str, bad_rev: str) -> BisectReport:
+    def start(self, good_rev: str, bad_rev: str, execution: Mapping[str, Any] | None = None) -> BisectReport:
+        """A new session; ``execution`` (the settings the prober's executor runs with) is stored so
+        that ``--resume`` rebuilds the same executor."""
         good, bad = self.repo.resolve(good_rev), self.repo.resolve(bad_rev)
         line = [good, *self.repo.first_parent_range(good, bad)]
+        stored = StoredOptions(self.options, dict(execution or {}), self._flake_prior())
         session_id = self.store.start_session(
-            self.prober.repo_id, self.prober.target.name, self.prober.probe_id, good, bad, self.options.strategy
+            self.prober.repo_id,
+            self.prober.target.name,
+            self.prober.probe_id,
+            good,
+            bad,
+            self.options.strategy,
+            options=stored.to_json(),
+            driver=owners.this_process(),
         )
-        return self._drive(session_id, line, self.options.strategy)
+        return self._drive(session_id, line, stored)
 
-    def resume(self) -> BisectReport:
-        """Continue the newest unfinished session of this target and probe, with its strategy."""
-        sessions = self.store.open_sessions(self.prober.repo_id, self.prober.target.name, self.prober.probe_id)
-        if not sessions:
-            raise UsageError(
-                f"no unfinished bisect of probe {self.prober.probe.name!r} on target {self.prober.target.name!r}; "
-                "start one with --good and --bad"
-            )
-        session = sessions[0]
+    def resume(self, session: SessionRow) -> BisectReport:
+        """Continue ``session`` (see ``open_session``) with the options it stored; the prober must
+        run with the session's stored execution settings."""
+        stored = StoredOptions.of(session)
+        take_session(self.store, session.id)
         line = [session.good_sha, *self.repo.first_parent_range(session.good_sha, session.bad_sha)]
-        return self._drive(session.id, line, session.strategy)  # type: ignore[arg-type]
+        return self._drive(session.id, line, stored)
 
-    def _drive(self, session_id: int, line: list[str], strategy_name: StrategyName) -> BisectReport:
-        run = _Run(self, session_id, line, strategy_name)
+    def _flake_prior(self) -> FlakePrior | None:
+        flake = self.prober.flake_history()
+        if flake is None or flake.runs < MIN_HISTORY_RUNS:
+            return None
+        # the history's weight as pseudo-runs, up to the weight of a prior without history
+        return FlakePrior(flake.rate, min(flake.runs, DEFAULT_PRIOR_STRENGTH))
+
+    def _drive(self, session_id: int, line: list[str], stored: StoredOptions) -> BisectReport:
+        run = _Run(self, session_id, line, stored)
         try:
             run.verify_ends()
             run.search()
@@ -164,10 +237,10 @@ class BisectSession:
 class _Run:
     """One pass over a session: the candidates, the strategy, and the evidence fed to it."""
 
-    def __init__(self, session: BisectSession, session_id: int, line: list[str], strategy_name: StrategyName) -> None:
+    def __init__(self, session: BisectSession, session_id: int, line: list[str], stored: StoredOptions) -> None:
         self.session, self.prober, self.session_id = session, session.prober, session_id
-        self.options = session.options
-        self.strategy_name = strategy_name
+        self.options = stored.search
+        self.strategy_name = self.options.strategy
         self.good, self.bad = line[0], line[-1]
         trees = self.prober.record_commits(line)
         runs = group_runs([trees[sha] for sha in line])
@@ -182,60 +255,69 @@ class _Run:
         self.shas = [self.good, *self.candidates[1:-1], self.bad]
         self.trees = [trees[sha] for sha in self.shas]
         self.index_of = {line[i]: index for index, r in enumerate(runs) for i in r}
-        flake = self.prober.flake_history()
-        if flake is not None and flake.runs < MIN_HISTORY_RUNS:
-            flake = None
-        self.flake_rate_prior = flake.rate if flake else None
+        self.flake_rate_prior = stored.prior.rate if stored.prior else None
         self.strategy: Strategy = make_strategy(
-            strategy_name,
+            self.strategy_name,
             len(self.candidates),
             self.options.workers,
             self.options.confidence,
             self.options.max_runs,
             self.flake_rate_prior,
-            # the history's weight as pseudo-runs, up to the weight of a prior without history
-            min(flake.runs, DEFAULT_PRIOR_STRENGTH) if flake else None,
+            stored.prior.runs if stored.prior else None,
         )
-        self.flake_aware = strategy_name in FLAKE_AWARE
-        self.executions_before, self.reused_before = self.prober.executions, self.prober.reused
+        self.flake_aware = self.strategy_name in FLAKE_AWARE
         self.steps: list[Step] = []
         self.verdicts: dict[int, list[Verdict]] = {}
+        self.fed: dict[int, int] = {}
+        """The newest attempt fed for each index."""
         self.measurements: dict[int, Measurement] = {}
-        self.rounds = 0
         stored_steps = self.session.store.steps(session_id)
-        for stored in stored_steps:
-            self._feed(self.index_of[stored.sha], Verdict(stored.verdict), stored.reused, None)
-        self.replayed = len(stored_steps)
+        for step in stored_steps:
+            self._feed(self.index_of[step.sha], Verdict(step.verdict), step.reused, step.attempt or 0)
+        self.rounds = max((step.round or 0 for step in stored_steps), default=0)
 
     # -- evidence ---------------------------------------------------------------------------------
 
-    def _feed(self, index: int, verdict: Verdict, reused: bool, measurement: Measurement | None) -> None:
+    def _feed(self, index: int, verdict: Verdict, reused: bool, attempt: int, measurement: Measurement | None = None) -> None:
+        """One verdict to the strategy; stored as a step unless it is a stored step replayed."""
         step = Step(self.shas[index], verdict, reused)
         self.steps.append(step)
         self.verdicts.setdefault(index, []).append(verdict)
+        self.fed[index] = max(self.fed.get(index, 0), attempt)
         self.strategy.record(index, verdict)
         if measurement is not None:
-            self.session.store.add_step(self.session_id, step.sha, verdict.value, reused)
+            self.session.store.add_step(self.session_id, step.sha, verdict.value, reused, attempt, self.rounds)
             if self.session.on_step is not None:
                 self.session.on_step(step, measurement)
 
     def measure(self, indices: list[int]) -> None:
-        """One round: revisions asked for the first time use what is stored, the rest run afresh."""
-        requests = [Request(self.shas[i], self.trees[i], rerun=i in self.verdicts) for i in indices]
+        """One round: stored attempts not fed yet go to the strategy; the other revisions are measured."""
+        requests: list[tuple[int, Request]] = []
+        for index in indices:
+            unfed = self._unfed(index)
+            for attempt in unfed if self.flake_aware else unfed[-1:]:
+                measurement = self.prober.measurement_of(self.shas[index], attempt)
+                self.measurements[index] = measurement
+                self._feed(index, measurement.verdict, True, attempt.number, measurement)
+            if not unfed:
+                requests.append((index, Request(self.shas[index], self.trees[index], rerun=index in self.fed)))
+        if not requests:
+            return
         executions = self.prober.executions
-        measured = self.prober.measure_many(requests, self.session_id)
+        measured = self.prober.measure_many([request for _, request in requests], self.session_id)
         if self.prober.executions > executions:
             self.rounds += 1
-        for index, measurement in zip(indices, measured):
+        for (index, _), measurement in zip(requests, measured):
             self.measurements[index] = measurement
-            if measurement.reused and self.flake_aware:
-                for verdict in self.prober.attempt_verdicts(self.trees[index]):
-                    self._feed(index, verdict, True, measurement)
-            else:
-                self._feed(index, measurement.verdict, measurement.reused, measurement)
+            self._feed(index, measurement.verdict, measurement.reused, measurement.attempt, measurement)
+
+    def _unfed(self, index: int) -> list[Attempt]:
+        newest_fed = self.fed.get(index, 0)
+        complete = [a for a in self.prober.attempts(self.trees[index]) if a.complete(self.prober.case_ids)]
+        return [a for a in complete if a.number > newest_fed]
 
     def _executions(self) -> int:
-        return self.prober.executions - self.executions_before
+        return self.session.store.session_attempts(self.session_id)
 
     # -- the ends ---------------------------------------------------------------------------------
 
@@ -292,7 +374,7 @@ class _Run:
             report.culprit_measurement = self._evidence(answer.culprit)
             report.parent_measurement = self._evidence(answer.culprit - 1)
         report.executions = self._executions()
-        report.reused = self.prober.reused - self.reused_before + self.replayed
+        report.reused = sum(step.reused for step in self.steps)
         return report
 
     def _commit(self, index: int) -> CommitInfo:

@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from datetime import datetime, timezone
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from click.core import ParameterSource
 from rich.console import Console
 
 from db.paths import data_dir
@@ -22,18 +25,21 @@ from probes.api import Outcome
 
 from . import render
 from .bisect import STRATEGIES, StrategyName
-from .bisect_session import BisectOptions, BisectSession
+from .bisect_session import BisectOptions, BisectSession, StoredOptions
 from .errors import UsageError
 from .queries import filter_runs, parse_tolerance, regressions_of, verdict_under
 from .report_build import build_report
 from .report_html import render_html
 from .scan import Scanner
+from .snapshots import SnapshotCache
 from .track import record_scan, run_track, track_lock, write_reports
 from .transitions import State
 from .verdicts import Verdict
 from .workspace import ExecutionOptions, Workspace
 
 F = TypeVar("F", bound=Callable[..., Any])
+DTYPES = ("float32", "bfloat16", "float16", "float64")
+DEVICE = re.compile(r"cpu|cuda(:\d+)?")
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, highlight=False)
 
@@ -45,8 +51,8 @@ def target_options(command: F) -> F:
 
 def execution_options(command: F) -> F:
     options = [
-        click.option("--device", default="cpu", show_default=True, help="cpu or cuda."),
-        click.option("--dtype", help="Probe dtype (default: float32 on cpu, bfloat16 on cuda)."),
+        click.option("--device", default="cpu", show_default=True, callback=_check_device, help="cpu, cuda or cuda:N."),
+        click.option("--dtype", type=click.Choice(DTYPES), help="Probe dtype (default: float32 on cpu, bfloat16 on cuda)."),
         click.option("--workers", default=1, show_default=True, type=click.IntRange(1), help="Probe worker processes."),
         click.option("--timeout", default=300.0, show_default=True, type=click.FloatRange(min=0.1), help="Seconds one probe case may take."),
         click.option("--seed", type=int, help="Fix the probes' seed (default: a fresh one per execution, stored)."),
@@ -56,8 +62,24 @@ def execution_options(command: F) -> F:
     return command
 
 
+def _check_device(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    if not DEVICE.fullmatch(value):
+        raise click.BadParameter(f"{value!r} is not a device; use cpu, cuda or cuda:N")
+    return value
+
+
 def _execution(device: str, dtype: str | None, workers: int, timeout: float, seed: int | None) -> ExecutionOptions:
     return ExecutionOptions(device, dtype, workers, timeout, seed)
+
+
+EXECUTION_FLAGS = {"device": "--device", "dtype": "--dtype", "workers": "--workers", "timeout": "--timeout", "seed": "--seed"}
+SEARCH_FLAGS = {"strategy": "--strategy", "confidence": "--confidence", "max_runs": "--max-runs"}
+
+
+def _given_with_resume(ctx: click.Context) -> list[str]:
+    """The search and execution flags typed on a ``--resume`` command line: a resumed session keeps its own."""
+    flags = {**SEARCH_FLAGS, **EXECUTION_FLAGS}
+    return [flag for name, flag in flags.items() if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE]
 
 
 @contextmanager
@@ -130,18 +152,27 @@ def run(revs: tuple[str, ...], probe_names: tuple[str, ...], repo: Path | None, 
 @target_options
 @execution_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def bisect(good: str | None, bad: str | None, resume: bool, probe_name: str | None, strategy: StrategyName, confidence: float, max_runs: int | None, repo: Path | None, target: str | None, as_json: bool, **execution: Any) -> None:
+@click.pass_context
+def bisect(ctx: click.Context, good: str | None, bad: str | None, resume: bool, probe_name: str | None, strategy: StrategyName, confidence: float, max_runs: int | None, repo: Path | None, target: str | None, as_json: bool, **execution: Any) -> None:
     """Find the first bad commit between --good and --bad (first-parent), reusing stored results.
 
-    With --workers W, W revisions are probed side by side in each round (one worker per GPU)."""
+    With --workers W, W revisions are probed side by side in each round (one worker per GPU).
+    --resume continues the newest unfinished bisect with the options it was started with."""
     if resume == bool(good or bad) or (not resume and not (good and bad)):
         raise click.UsageError("give both --good and --bad, or --resume alone")
+    if resume and (given := _given_with_resume(ctx)):
+        raise UsageError(f"--resume continues a bisect with the options it was started with; drop {' '.join(given)}")
     options = _execution(**execution)
     search = BisectOptions(strategy, options.workers, confidence, max_runs)
-    with workspace(repo, target) as ws, options.executor() as executor:
+    with workspace(repo, target) as ws:
         probe = ws.probe(probe_name)
-        session = BisectSession(ws.store, ws.repo, ws.prober(probe, executor, "bisect", options.seed), search, render.step_printer(err))
-        report = session.resume() if resume else session.start(good or "", bad or "")
+        pending = ws.unfinished_bisect(probe) if resume else None
+        if pending is not None:
+            stored = StoredOptions.of(pending)
+            options, search = ExecutionOptions(**stored.execution), stored.search
+        with options.executor() as executor:
+            session = BisectSession(ws.store, ws.repo, ws.prober(probe, executor, "bisect", options.seed), search, render.step_printer(err))
+            report = session.resume(pending) if pending is not None else session.start(good or "", bad or "", asdict(options))
     if as_json:
         _emit_json(report.to_json())
     else:
@@ -292,6 +323,38 @@ def _write_atomically(path: Path, text: str) -> None:
     except OSError as exc:
         temporary.unlink(missing_ok=True)
         raise UsageError(f"cannot write {path} ({exc.strerror}); check its directory's permissions or pass another --html") from None
+
+
+SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+class Quantity(click.ParamType):
+    """A number with a unit suffix: sizes (10G, 500M) or ages (30d, 12h)."""
+
+    def __init__(self, name: str, units: dict[str, int], example: str) -> None:
+        self.name, self.units, self.example = name, units, example
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([A-Za-z]?)", str(value).strip())
+        unit = match.group(2).upper() if match and self.units is SIZE_UNITS else (match.group(2) if match else "")
+        if not match or unit not in self.units:
+            self.fail(f"{value!r} is not a {self.name} such as {self.example}", param, ctx)
+        return float(match.group(1)) * self.units[unit]
+
+
+@main.command()
+@click.option("--max-size", default="10G", show_default=True, type=Quantity("size", SIZE_UNITS, "10G or 500M"), help="Keep the snapshot cache under this size, removing the least recently used first.")
+@click.option("--max-age", default="30d", show_default=True, type=Quantity("age", AGE_UNITS, "30d or 12h"), help="Remove snapshots unused for longer.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def gc(max_size: float, max_age: float, as_json: bool) -> None:
+    """Clean the snapshot cache: interrupted extractions, and snapshots past the bounds. A snapshot
+    used within the last hour is kept (another process may be probing it)."""
+    report = SnapshotCache().gc(int(max_size), max_age)
+    if as_json:
+        _emit_json({"cache": str(SnapshotCache().root), **asdict(report)})
+    else:
+        out.print(f"{SnapshotCache().root}: {report}")
 
 
 @main.group()

@@ -6,16 +6,18 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from db.store import Store
+from db.store import SessionRow, Store
 from probes.api import Probe
 from probes.registry import get_probe
 
+from .bisect_session import open_session
 from .config import Config, Target, load_config
 from .errors import UsageError
 from .executors import LocalExecutor
 from .measure import Prober
 from .revisions import Repo
 from .snapshots import SnapshotCache
+from .worker import import_probe_modules
 
 
 @dataclass(frozen=True)
@@ -49,10 +51,13 @@ class Workspace:
         return cls(config, chosen, Repo(chosen.repo), Store.open(database_url(config)), SnapshotCache())
 
     def close(self) -> None:
+        """Close the store; at most once an hour, bound the snapshot cache with the default limits."""
         self.store.close()
+        self.snapshots.auto_gc()
 
     def probe(self, name: str | None) -> Probe:
-        """``name``, or the target's first probe."""
+        """``name``, or the target's first probe; probes of $REGTRACK_PROBE_MODULES are found as the worker finds them."""
+        import_probe_modules()
         try:
             return get_probe(name or self.target.probes[0])
         except KeyError as error:
@@ -60,6 +65,11 @@ class Workspace:
 
     def probes(self, names: tuple[str, ...]) -> list[Probe]:
         return [self.probe(name) for name in (names or self.target.probes)]
+
+    def unfinished_bisect(self, probe: Probe) -> SessionRow:
+        """The newest unfinished bisect of this target with ``probe``, for ``--resume``."""
+        probe_id = self.store.probe_version(probe.name, probe.version, probe.code_hash)
+        return open_session(self.store, self.store.repository(self.repo.path), self.target.name, probe_id, probe.name)
 
     def prober(self, probe: Probe, executor: LocalExecutor, trigger: str, seed: int | None = None) -> Prober:
         return Prober(self.store, self.repo, self.target, probe, executor, self.snapshots, trigger, seed)
