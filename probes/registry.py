@@ -15,7 +15,10 @@ def register(probe: Probe) -> Probe:
 
 
 def get_probe(name: str) -> Probe:
-    _load_builtins()
+    """The probe registered as ``name``; the built-ins (and torch with them) are imported only
+    when they are asked for, or to list what is known."""
+    if name not in _PROBES:
+        _load_builtins()
     try:
         return _PROBES[name]
     except KeyError:

@@ -10,6 +10,7 @@ from .api import Case, Outcome, Probe, ProbeContext, ProbeResult
 from .loader import load_backend
 
 UNTESTABLE_PREFIX = "import error"
+OUT_OF_MEMORY_PREFIX = "out of memory"
 
 
 @dataclass(frozen=True)
@@ -32,13 +33,11 @@ def run_case(probe: Probe, case: Case, ctx: ProbeContext) -> ProbeResult:
     try:
         backend = load_backend(ctx.root)
     except Exception as exc:  # the revision's code does not import: untestable
-        return ProbeResult(
-            Outcome.ERROR, signature=f"{UNTESTABLE_PREFIX}: {type(exc).__name__}", detail=_last_lines(exc)
-        )
+        return _untestable(exc, f"{UNTESTABLE_PREFIX}: {type(exc).__name__}")
     try:
         return probe.check(backend, replace(ctx, seed=case_seed(ctx, case)), case.params)
     except Exception as exc:
-        return ProbeResult(Outcome.ERROR, signature=f"probe raised {type(exc).__name__}", detail=_last_lines(exc))
+        return _untestable(exc, f"probe raised {type(exc).__name__}")
 
 
 def run_probe(probe: Probe, ctx: ProbeContext, case_ids: list[str] | None = None) -> list[CaseResult]:
@@ -61,6 +60,14 @@ def summarize(results: list[CaseResult]) -> ProbeResult:
     signatures = [r.result.signature for r in results if r.result.outcome is outcome and r.result.signature]
     signature = "; ".join(dict.fromkeys(signatures)) or None
     return ProbeResult(outcome, metrics, signature)
+
+
+def _untestable(exc: Exception, signature: str) -> ProbeResult:
+    """ERROR: the case could not judge the revision. Running out of memory (host or CUDA) is said
+    so, and is untestable like any other error: it depends on the machine, not only on the revision."""
+    if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
+        signature = f"{OUT_OF_MEMORY_PREFIX}: {type(exc).__name__}"
+    return ProbeResult(Outcome.ERROR, signature=signature, detail=_last_lines(exc))
 
 
 def _cuda_available() -> bool:

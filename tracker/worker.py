@@ -1,8 +1,10 @@
 """The probe worker: a long-lived subprocess that imports torch once and runs one probe case per job.
 
-Protocol, one JSON object per line. The worker first moves the pipes it was started with onto private
+Protocol, one JSON object per line, each line led by a nonce the parent hands the worker (and the
+worker hides from probes). The worker first moves the pipes it was started with onto private
 descriptors and points fd 0 at /dev/null and fd 1 at its stderr (the log), so nothing a probe prints
-or reads can reach the protocol.
+or reads can reach the protocol; a line that still arrives without the nonce (a forked child
+writing to the pipe) is logged and ignored.
 
     worker -> parent, once:  {"ready": PID}, or {"error": MESSAGE} and exit 2
     parent -> worker:        {"op": "run", "job": {Job fields}}
@@ -11,7 +13,13 @@ or reads can reach the protocol.
                              | {"error": MESSAGE}
 
 The parent ends the worker by closing its stdin. A worker whose parent dies kills itself and its
-process group.
+process group. The parent watches the worker's exit directly (a pidfd), so a worker that dies while
+a child of its own keeps the pipe open is a crash at once, not a timeout.
+
+Out of memory means untestable, in both its forms: a ``MemoryError`` (or CUDA out-of-memory) raised
+in a probe, and a worker killed by SIGKILL that regtrack did not send (the kernel's OOM killer, or
+someone's ``kill -9``). Whether a case fits in memory depends on the machine and on what else runs
+there, so neither is evidence against the revision.
 """
 
 from __future__ import annotations
@@ -20,6 +28,8 @@ import faulthandler
 import importlib
 import json
 import os
+import secrets
+import select
 import selectors
 import signal
 import subprocess
@@ -32,16 +42,20 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from probes import Outcome, ProbeContext, all_probes, get_probe, run_case
+from probes import Outcome, ProbeContext, ProbeResult, all_probes, get_probe, run_case
 from tracker.errors import UsageError
 
 if TYPE_CHECKING:
     from db.store import EnvironmentInfo
 
 PROBE_MODULES_ENV = "REGTRACK_PROBE_MODULES"
+NONCE_ENV = "REGTRACK_WORKER_NONCE"
 STOP_GRACE_S = 5.0
 LOG_TAIL_LINES = 30
 STACK_DUMP_WAIT_S = 0.2
+SNAPSHOT_MODIFIED = "snapshot modified before the case"
+"""A case that found its snapshot edited did not run: the parent rebuilds the snapshot and runs it again."""
+OOM_KILL_SIGNATURE = "out of memory: worker killed by SIGKILL (the OOM killer, or a kill from outside)"
 
 
 @dataclass(frozen=True)
@@ -87,7 +101,8 @@ class WorkerClient:
         self.start_timeout_s = start_timeout_s
         self.start_s: float | None = None
         """Seconds the last start took, from spawn to the worker's ready message."""
-        self._env = _child_env(env or {})
+        self._nonce = secrets.token_hex(8)
+        self._env = {**_child_env(env or {}), NONCE_ENV: self._nonce}
         self._process: _Process | None = None
         self._closed = False
         self._lock = threading.Lock()
@@ -112,7 +127,7 @@ class WorkerClient:
             if self._closed:
                 raise RuntimeError("the worker client is closed")
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            self._process = process = _Process.spawn(self._env, self.log_path)
+            self._process = process = _Process.spawn(self._env, self.log_path, self._nonce)
         try:
             hello = process.receive(self.start_timeout_s)
         except TimeoutError:
@@ -151,6 +166,8 @@ class WorkerClient:
         if reply is None:
             code = self._stop(process)
             elapsed = time.monotonic() - started
+            if code == -signal.SIGKILL:
+                return JobResult(Outcome.ERROR, {}, OOM_KILL_SIGNATURE, self._log_tail(offset), elapsed)
             return JobResult(Outcome.CRASH, {}, f"worker {_death(code)}", self._log_tail(offset), elapsed)
         if "error" in reply:
             raise UsageError(reply["error"])
@@ -175,6 +192,8 @@ class WorkerClient:
         if reply is None or "environment" not in reply:
             self._stop(process)
             raise UsageError(f"probe worker failed to report its environment; see {self.log_path}")
+        if reply.get("device_error"):
+            raise UsageError(reply["device_error"])
         return EnvironmentInfo(**reply["environment"])
 
     def kill(self) -> None:
@@ -213,17 +232,22 @@ class WorkerClient:
 class _Process:
     """A running worker: its Popen, the protocol pipes and a read buffer."""
 
-    def __init__(self, popen: subprocess.Popen[bytes]):
+    def __init__(self, popen: subprocess.Popen[bytes], nonce: str, log_path: Path):
         self.popen = popen
         self.pid = popen.pid
         self._stdin: IO[bytes] = popen.stdin  # type: ignore[assignment]
         self._stdout = popen.stdout.fileno()  # type: ignore[union-attr]
+        self._prefix = nonce.encode() + b" "
+        self._log_path = log_path
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._stdout, selectors.EVENT_READ)
+        self._exit_fd = _pidfd(popen.pid)
+        if self._exit_fd is not None:
+            self._selector.register(self._exit_fd, selectors.EVENT_READ)
         self._buffer = b""
 
     @classmethod
-    def spawn(cls, env: Mapping[str, str], log_path: Path) -> _Process:
+    def spawn(cls, env: Mapping[str, str], log_path: Path, nonce: str) -> _Process:
         with open(log_path, "wb") as log:
             popen = subprocess.Popen(
                 [sys.executable, "-m", "tracker.worker"],
@@ -234,7 +258,7 @@ class _Process:
                 start_new_session=True,
                 bufsize=0,
             )
-        return cls(popen)
+        return cls(popen, nonce, log_path)
 
     def alive(self) -> bool:
         return self.popen.poll() is None
@@ -243,18 +267,54 @@ class _Process:
         self._stdin.write(json.dumps(message).encode() + b"\n")
 
     def receive(self, timeout_s: float) -> dict[str, Any] | None:
-        """The next message; None at end of file; TimeoutError when none came within ``timeout_s``."""
+        """The next message; None once the worker has exited (or closed the pipe) without sending
+        one; TimeoutError when none came within ``timeout_s``."""
         deadline = time.monotonic() + timeout_s
-        while b"\n" not in self._buffer:
+        while True:
+            line = self._next_line()
+            if line is not None:
+                message = self._parse(line)
+                if message is not None:
+                    return message
+                continue
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or not self._selector.select(remaining):
+            ready = self._selector.select(remaining) if remaining > 0 else []
+            if not ready:
                 raise TimeoutError
-            chunk = os.read(self._stdout, 1 << 16)
-            if not chunk:
+            if any(key.fd == self._exit_fd for key, _ in ready) and not self._readable():
                 return None
-            self._buffer += chunk
+            if any(key.fd == self._stdout for key, _ in ready) and not self._read_chunk():
+                return None
+
+    def _next_line(self) -> bytes | None:
+        if b"\n" not in self._buffer:
+            return None
         line, _, self._buffer = self._buffer.partition(b"\n")
-        return json.loads(line)
+        return line
+
+    def _parse(self, line: bytes) -> dict[str, Any] | None:
+        """A protocol message, or None for a stray line (logged); a damaged message is an error."""
+        if not line.startswith(self._prefix):
+            with open(self._log_path, "ab") as log:
+                log.write(b"regtrack: ignored stray output on the protocol pipe: " + line[:200] + b"\n")
+            return None
+        try:
+            return json.loads(line[len(self._prefix) :])
+        except ValueError:
+            raise UsageError(
+                f"the probe worker {self.pid} sent a damaged protocol message ({line[:80]!r}); see {self._log_path}"
+            ) from None
+
+    def _readable(self) -> bool:
+        """Whether the pipe holds data now (the worker's last words after it exited)."""
+        if not select.select([self._stdout], [], [], 0)[0]:
+            return False
+        return self._read_chunk()
+
+    def _read_chunk(self) -> bool:
+        chunk = os.read(self._stdout, 1 << 16)
+        self._buffer += chunk
+        return bool(chunk)
 
     def dump_stacks(self) -> None:
         """Ask the worker to write every thread's stack to its log (faulthandler on SIGUSR1)."""
@@ -282,8 +342,18 @@ class _Process:
             code = self.popen.wait()
         self.kill()
         self._selector.close()
+        if self._exit_fd is not None:
+            os.close(self._exit_fd)
         self.popen.stdout.close()  # type: ignore[union-attr]
         return code
+
+
+def _pidfd(pid: int) -> int | None:
+    """A descriptor that becomes readable when ``pid`` exits (Linux 5.3+); None elsewhere."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
 
 
 def _death(code: int) -> str:
@@ -304,10 +374,14 @@ def _size(path: Path) -> int:
 
 def _child_env(extra: Mapping[str, str]) -> dict[str, str]:
     """The worker's environment: ours plus ``extra``, with this checkout importable and the cwd not."""
+    from db.paths import cache_dir
+
     env = {**os.environ, **extra}
     paths = [_import_root(), extra.get("PYTHONPATH"), os.environ.get("PYTHONPATH")]
     env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     env["PYTHONSAFEPATH"] = "1"
+    # bytecode of the revisions' modules goes to the cache, never into their read-only snapshots
+    env.setdefault("PYTHONPYCACHEPREFIX", str(cache_dir() / "pycache"))
     return env
 
 
@@ -322,6 +396,7 @@ class _Channel:
     """The worker's end of the protocol, on descriptors no probe knows about."""
 
     def __init__(self) -> None:
+        self._prefix = os.environ.pop(NONCE_ENV, "").encode() + b" "
         self._in = os.fdopen(os.dup(0), "rb")
         self._out = os.fdopen(os.dup(1), "wb", buffering=0)
         devnull = os.open(os.devnull, os.O_RDONLY)
@@ -330,7 +405,7 @@ class _Channel:
         os.dup2(2, 1)
 
     def send(self, message: Mapping[str, Any]) -> None:
-        self._out.write(json.dumps(message).encode() + b"\n")
+        self._out.write(self._prefix + json.dumps(message).encode() + b"\n")
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         for line in self._in:
@@ -357,7 +432,10 @@ def _run(job: Job) -> dict[str, Any]:
     except KeyError as exc:
         return {"error": exc.args[0]}
     started = time.perf_counter()
-    result = run_case(probe, case, ProbeContext(Path(job.root), job.device, job.dtype, job.seed))
+    if changed := _snapshot_changed(Path(job.root)):
+        result = ProbeResult(Outcome.ERROR, signature=f"{SNAPSHOT_MODIFIED}: {changed}")
+    else:
+        result = run_case(probe, case, ProbeContext(Path(job.root), job.device, job.dtype, job.seed))
     duration = time.perf_counter() - started
     sys.stdout.flush()
     sys.stderr.flush()
@@ -370,6 +448,14 @@ def _run(job: Job) -> dict[str, Any]:
             "duration_s": duration,
         }
     }
+
+
+def _snapshot_changed(root: Path) -> str | None:
+    """A file of the snapshot an earlier case edited (root ignores read-only bits); None when
+    intact or when ``root`` is not a snapshot of the cache."""
+    from tracker.snapshots import manifest_path, modified_file
+
+    return modified_file(root) if manifest_path(root).is_file() else None
 
 
 def _environment(device: str) -> dict[str, str | None]:
@@ -419,10 +505,29 @@ def _distribution_version(*names: str) -> str | None:
     return None
 
 
+def _device_error(device: str) -> str | None:
+    """Why this worker cannot run on ``device``, checked before anything runs or is stored."""
+    import torch
+
+    if not device.startswith("cuda"):
+        return None
+    if not torch.cuda.is_available():
+        return (
+            f"--device {device}: no CUDA device is visible to the probe worker (torch {torch.__version__}, "
+            f"CUDA {torch.version.cuda or 'none'}); run on a GPU machine or pass --device cpu"
+        )
+    index = torch.device(device).index
+    if index is not None and index >= torch.cuda.device_count():
+        return f"--device {device}: the probe worker sees {torch.cuda.device_count()} CUDA device(s); pass --device cuda:0 or cuda"
+    return None
+
+
 def _serve(channel: _Channel) -> None:
     for request in channel:
         if request["op"] == "run":
             channel.send(_run(Job(**request["job"])))
+        elif error := _device_error(request["device"]):
+            channel.send({"environment": {}, "device_error": error})
         else:
             channel.send({"environment": _environment(request["device"])})
 
