@@ -353,25 +353,16 @@ class Store:
         with self._writing() as session:
             session.execute(delete(Claim).where(*where))
 
-    def attempt_outcomes(
-        self, probe_name: str, environment_id: int, settings_keys: Sequence[str]
-    ) -> dict[str, dict[int, dict[str, Outcome]]]:
-        """Every stored case outcome of the probe (any version) in one environment under these
-        settings, by target tree, attempt and case: the history a probe's flake rate is read from."""
+    def attempt_outcomes(self, probe_name: str, environment_id: int, dtype: str) -> list[tuple[str, str, int, str, Outcome]]:
+        """Every stored case outcome of the probe (any version) in one environment at one dtype, as
+        (tree, settings key, attempt, case, outcome): the history a probe's flake rate is read from."""
         query = (
-            select(Run.tree_hash, Run.attempt, Run.case_id, Run.outcome)
+            select(Run.tree_hash, Run.settings_key, Run.attempt, Run.case_id, Run.outcome)
             .join(ProbeVersion, Run.probe_id == ProbeVersion.id)
-            .where(
-                ProbeVersion.name == probe_name,
-                Run.environment_id == environment_id,
-                Run.settings_key.in_(sorted(set(settings_keys))),
-            )
+            .where(ProbeVersion.name == probe_name, Run.environment_id == environment_id, Run.dtype == dtype)
         )
-        found: dict[str, dict[int, dict[str, Outcome]]] = {}
         with self._reading() as session:
-            for tree_hash, attempt, case_id, outcome in session.execute(query):
-                found.setdefault(tree_hash, {}).setdefault(attempt, {})[case_id] = Outcome(outcome)
-        return found
+            return [(tree, key, attempt, case, Outcome(outcome)) for tree, key, attempt, case, outcome in session.execute(query)]
 
     def runs(
         self,

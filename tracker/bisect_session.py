@@ -68,7 +68,7 @@ class FlakePrior:
     """The probe's flake rate read from history when the session started, and its weight in pseudo-runs."""
 
     rate: float
-    runs: int
+    runs: float
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from . import owners
 from .config import Target
 from .executors import Job, JobResult, LocalExecutor
 from .worker import SNAPSHOT_MODIFIED
-from .reuse import Attempt, attempts_of, complete_verdicts, settings_key
+from .reuse import Attempt, attempt_settings, attempts_of, complete_verdicts, settings_key
 from .revisions import Repo
 from .snapshots import SnapshotCache
 from .verdicts import FlakeEstimate, Verdict, flake_estimate, verdict_of
@@ -114,13 +114,16 @@ class Prober:
         return complete_verdicts(self.attempts(tree_hash), self.case_ids)
 
     def flake_history(self) -> FlakeEstimate | None:
-        """This probe's observed flake rate in this environment under these settings, from every stored tree."""
-        by_tree = self.store.attempt_outcomes(self.probe.name, self.environment_id, list(self.case_keys.values()))
-        verdicts = (
-            [verdict_of(cases.values()) for _, cases in sorted(attempts.items()) if set(self.case_ids) <= set(cases)]
-            for attempts in by_tree.values()
-        )
-        return flake_estimate(verdicts)
+        """This probe's observed flake rate in this environment at this dtype, from every stored
+        tree, whatever the seeds (an attempt is judged only when complete)."""
+        attempts: dict[tuple[str, str, int], dict[str, Outcome]] = {}
+        for tree, key, number, case_id, outcome in self.store.attempt_outcomes(self.probe.name, self.environment_id, self.executor.dtype):
+            attempts.setdefault((tree, attempt_settings(key), number), {})[case_id] = outcome
+        by_tree: dict[str, list[Verdict]] = {}
+        for (tree, _, _), cases in sorted(attempts.items()):
+            if set(self.case_ids) <= set(cases):
+                by_tree.setdefault(tree, []).append(verdict_of(cases.values()))
+        return flake_estimate(by_tree.values())
 
     def measurement_of(self, sha: str, attempt: Attempt) -> Measurement:
         """A complete stored attempt as a measurement (nothing runs)."""
@@ -138,10 +141,12 @@ class Prober:
         plans: dict[tuple[str, bool], _Plan] = {}
         for request in requests:
             plans.setdefault((request.tree_hash, request.rerun), self._plan(request, session_id))
-        try:
-            self._execute([plan for plan in plans.values() if plan.missing], session_id)
-        finally:
-            self.store.release_claims(owners.this_process())
+        unknown = [plan for plan in plans.values() if plan.missing]
+        if unknown:
+            try:
+                self._execute(unknown, session_id)
+            finally:
+                self.store.release_claims(owners.this_process())
         measured = []
         for request in requests:
             plan = plans[(request.tree_hash, request.rerun)]

@@ -32,6 +32,7 @@ from .report_model import (
     StepVerdict,
     StretchKind,
 )
+from .reuse import attempt_settings
 from .scan import state_of
 from .transitions import State, find_transitions
 from .verdicts import BAD_OUTCOMES, verdict_of
@@ -45,7 +46,7 @@ SIGNATURE_OUTCOMES: dict[CellState, frozenset[Outcome]] = {
     "flaky": BAD_OUTCOMES,
     "skip": frozenset({Outcome.ERROR}),
 }
-AttemptKey = tuple[str, int, int]  # environment fingerprint, probe version, attempt number
+AttemptKey = tuple[str, int, str, int]  # environment fingerprint, probe version, settings, attempt number
 
 
 def build_report(
@@ -98,11 +99,12 @@ def _line_cells(
 
 def _tree_cells(runs: Iterable[RunRow]) -> dict[tuple[str, str], Cell]:
     """The cell of each (tree, probe) with runs. An attempt is one round of cases, judged as
-    ``Prober.attempt_verdicts`` judges it; attempts in different environments or probe versions
-    are kept apart, so results that disagree across them show as flaky."""
+    ``Prober.attempt_verdicts`` judges it; attempts in different environments, probe versions or
+    settings are kept apart, so results that disagree across them show as flaky."""
     attempts: dict[tuple[str, str], dict[AttemptKey, list[RunRow]]] = defaultdict(lambda: defaultdict(list))
     for run in runs:
-        attempts[(run.tree_hash, run.probe_name)][(run.fingerprint, run.probe_version, run.attempt)].append(run)
+        key = (run.fingerprint, run.probe_version, attempt_settings(run.settings_key), run.attempt)
+        attempts[(run.tree_hash, run.probe_name)][key].append(run)
     return {key: _cell(list(rounds.values())) for key, rounds in attempts.items()}
 
 

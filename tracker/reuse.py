@@ -28,10 +28,21 @@ def seed_policy(seed: int | None) -> str:
 
 
 def settings_key(dtype: str, seed: int | None, params: Mapping[str, Any]) -> str:
-    """The digest of what, besides tree, probe version and environment, a case's result depends on."""
-    settings = {"dtype": dtype, "seed": seed_policy(seed), "params": params}
-    text = json.dumps(settings, sort_keys=True, default=repr, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+    """What, besides tree, probe version and environment, a case's result depends on: the digest
+    of the settings every case of an attempt shares (dtype, seed policy), a dash, the digest of
+    the case's parameters."""
+    return f"{_digest({'dtype': dtype, 'seed': seed_policy(seed)})}-{_digest(params)}"
+
+
+def attempt_settings(key: str) -> str:
+    """The part of a settings key that all cases of one attempt share ("legacy" for rows stored
+    before settings were recorded)."""
+    return key.partition("-")[0]
+
+
+def _digest(value: object) -> str:
+    text = json.dumps(value, sort_keys=True, default=repr, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
