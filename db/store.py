@@ -43,7 +43,7 @@ from db.models import (
 )
 from db.paths import default_db_url
 from probes.api import Outcome
-from tracker.errors import UsageError
+from tracker.core.errors import UsageError
 
 Verdict = Literal["good", "bad", "skip"]
 FINISHED = "finished"

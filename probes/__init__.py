@@ -1,8 +1,8 @@
 """Correctness probes run against one checked-out revision of an attention backend."""
 
-from .api import Case, Outcome, Probe, ProbeContext, ProbeResult
-from .registry import all_probes, get_probe, register
-from .runner import CaseResult, run_case, run_probe, summarize
+from probes.api import Case, Outcome, Probe, ProbeContext, ProbeResult
+from probes.registry import all_probes, get_probe, register
+from probes.runner import CaseResult, run_case, run_probe, summarize
 
 __all__ = [
     "Case",

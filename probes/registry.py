@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .api import Probe
+from probes.api import Probe
 
 _PROBES: dict[str, Probe] = {}
 
@@ -33,6 +33,6 @@ def all_probes() -> list[Probe]:
 
 
 def _load_builtins() -> None:
-    from .builtin import load
+    from probes.demo_backend import load
 
     load()

@@ -6,8 +6,8 @@ import traceback
 import zlib
 from dataclasses import dataclass, replace
 
-from .api import Case, Outcome, Probe, ProbeContext, ProbeResult
-from .loader import load_backend
+from probes.api import Case, Outcome, Probe, ProbeContext, ProbeResult
+from probes.loader import load_backend
 
 UNTESTABLE_PREFIX = "import error"
 OUT_OF_MEMORY_PREFIX = "out of memory"

@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # Runs from a checkout, where regtrack need not be installed.
 sys.path.insert(0, str(ROOT))
 
-from tracker.demo_history import DemoManifest, build_demo_history
+from tracker.demo.history import DemoManifest, build_demo_history
 
 PROBE = "target_verify_metadata"
 BUG = "target_verify_overwrite"

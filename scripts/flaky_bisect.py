@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tracker.demo_history import DemoManifest, build_demo_history  # noqa: E402
+from tracker.demo.history import DemoManifest, build_demo_history  # noqa: E402
 
 
 def bisect(repo: Path, manifest: DemoManifest, database: Path, seed: int, args: argparse.Namespace) -> tuple[dict, float]:

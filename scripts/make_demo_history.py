@@ -14,7 +14,7 @@ from pathlib import Path
 # Runs from a checkout, where regtrack need not be installed.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tracker.demo_history import DEFAULT_COMMITS, build_demo_history, manifest_path, write_manifest
+from tracker.demo.history import DEFAULT_COMMITS, build_demo_history, manifest_path, write_manifest
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,7 +21,7 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from probes import Outcome, ProbeContext, all_probes, get_probe, run_probe, summarize  # noqa: E402
-from tracker.demo_bugs import BUGS, DECODE_STALE_PAGE, apply_edits, read_tree, write_tree  # noqa: E402
+from tracker.demo.bugs import BUGS, DECODE_STALE_PAGE, apply_edits, read_tree, write_tree  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -31,8 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tracker.bisect import AutoSearch, BayesianSearch, BinarySearch  # noqa: E402
-from tracker.verdicts import Verdict  # noqa: E402
+from tracker.search.strategies import AutoSearch, BayesianSearch, BinarySearch  # noqa: E402
+from tracker.core.verdicts import Verdict  # noqa: E402
 
 SIZES = (128, 1024)
 FLAKES = (0.0, 0.01, 0.05, 0.1, 0.2, 0.3)

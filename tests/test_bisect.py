@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tracker.bisect import BinarySearch, InconsistentVerdicts
-from tracker.verdicts import FlakeEstimate, Verdict, flake_estimate, verdict_of
+from tracker.search.strategies import BinarySearch, InconsistentVerdicts
+from tracker.core.verdicts import FlakeEstimate, Verdict, flake_estimate, verdict_of
 from probes.api import Outcome
 
 

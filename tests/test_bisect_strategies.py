@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracker.bisect import (
+from tracker.search.strategies import (
     AutoSearch,
     BayesianSearch,
     BinarySearch,
@@ -25,7 +25,7 @@ from tracker.bisect import (
     StrategyAnswer,
     make_strategy,
 )
-from tracker.verdicts import Verdict
+from tracker.core.verdicts import Verdict
 
 G, B, S = Verdict.GOOD, Verdict.BAD, Verdict.SKIP
 

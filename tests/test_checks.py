@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from probes.api import Outcome
-from probes.checks import (
+from probes.demo_backend.checks import (
     Tolerance,
     attention_metrics,
     attention_verdict,
@@ -17,7 +17,7 @@ from probes.checks import (
     page_table_difference,
     tolerance_for,
 )
-from probes.reference import reference_attention
+from probes.demo_backend.reference import reference_attention
 
 ints = st.lists(st.integers(-1000, 1000), min_size=1, max_size=16)
 

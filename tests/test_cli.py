@@ -14,9 +14,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 from gitrepo import GitRepo
-from tracker.cli import main
-from tracker.demo_bugs import BROKEN_IMPORT, TARGET_VERIFY_OVERWRITE, apply_edits, read_tree, write_tree
-from tracker.demo_history import DemoManifest, build_demo_history
+from tracker.cli.app import main
+from tracker.demo.bugs import BROKEN_IMPORT, TARGET_VERIFY_OVERWRITE, apply_edits, read_tree, write_tree
+from tracker.demo.history import DemoManifest, build_demo_history
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 

@@ -10,8 +10,8 @@ from click.testing import CliRunner, Result
 
 from db.store import Store
 from gitrepo import GitRepo
-from tracker.cli import main
-from tracker.demo_history import DemoManifest, build_demo_history
+from tracker.cli.app import main
+from tracker.demo.history import DemoManifest, build_demo_history
 
 
 @pytest.fixture(scope="module")

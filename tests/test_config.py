@@ -11,9 +11,9 @@ from click.testing import CliRunner
 from gitrepo import GitRepo
 
 from probes.registry import all_probes
-from tracker.cli import main
-from tracker.config import Config, Target, load_config, normalise_paths
-from tracker.errors import UsageError
+from tracker.cli.app import main
+from tracker.targets.config import Config, Target, load_config, normalise_paths
+from tracker.core.errors import UsageError
 
 ALL_PROBES = tuple(probe.name for probe in all_probes())
 
@@ -49,7 +49,7 @@ def test_loading_a_config_names_the_builtin_probes_without_importing_torch(repo:
     checked.mkdir()
     (checked / "regtrack.toml").write_text(f'[targets.default]\nrepo = {str(repo.path)!r}\nprobes = ["swa_page_table"]\n')
     code = (
-        "import sys; from pathlib import Path; from tracker.config import load_config; "
+        "import sys; from pathlib import Path; from tracker.targets.config import load_config; "
         f"default = load_config(Path({str(repo.path)!r}), None).target(None); "
         f"listed = load_config(Path({str(checked)!r}), None).target(None); "
         "print(len(default.probes), listed.probes, 'torch' in sys.modules)"

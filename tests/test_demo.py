@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tracker.cli import main
-from tracker.demo_history import DemoManifest, manifest_path
+from tracker.cli.app import main
+from tracker.demo.history import DemoManifest, manifest_path
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from probes.loader import load_backend, purge
-from tracker.demo_bugs import (
+from tracker.demo.bugs import (
     BROKEN_IMPORT,
     DECODE_STALE_PAGE,
     SWA_PARTIAL_PAGE,
@@ -27,7 +27,7 @@ from tracker.demo_bugs import (
     apply_edits,
     read_tree,
 )
-from tracker.demo_history import DEFAULT_COMMITS, MIN_COMMITS, DemoManifest, StoryPlan, build_demo_history
+from tracker.demo.history import DEFAULT_COMMITS, MIN_COMMITS, DemoManifest, StoryPlan, build_demo_history
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "make_demo_history.py"

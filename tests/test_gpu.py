@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from probes import Outcome, ProbeContext, all_probes, get_probe, run_probe, summarize
-from probes.checks import attention_metrics, attention_verdict, tolerance_for
+from probes.demo_backend.checks import attention_metrics, attention_verdict, tolerance_for
 from probes.loader import load_backend
-from probes.scenario import make_scenario
-from tracker.demo_bugs import SWA_PARTIAL_PAGE, TARGET_VERIFY_OVERWRITE, apply_edits, read_tree, write_tree
+from probes.demo_backend.scenario import make_scenario
+from tracker.demo.bugs import SWA_PARTIAL_PAGE, TARGET_VERIFY_OVERWRITE, apply_edits, read_tree, write_tree
 
 pytestmark = pytest.mark.gpu
 

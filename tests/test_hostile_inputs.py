@@ -16,12 +16,12 @@ from rich.console import Console
 
 from db.store import CommitInfo
 from probes.api import Outcome
-from tracker import render
-from tracker.cli import main
+from tracker.cli import render
+from tracker.cli.app import main
 from tracker.measure import CaseOutcome, Measurement
-from tracker.pairing import Pair, pair_transitions
-from tracker.revisions import Repo
-from tracker.verdicts import Verdict
+from tracker.search.pairing import Pair, pair_transitions
+from tracker.targets.revisions import Repo
+from tracker.core.verdicts import Verdict
 
 PATHS = ("backend",)
 ENGINE = "".join(f"line {i}\n" for i in range(12))

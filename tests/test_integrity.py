@@ -18,9 +18,9 @@ import torch
 from gitrepo import GitRepo
 
 from probes import Case
-from tracker.executors import LocalExecutor
-from tracker.reuse import settings_key
-from tracker.worker import Job, WorkerClient
+from tracker.execution.executors import LocalExecutor
+from tracker.targets.reuse import settings_key
+from tracker.execution.worker import Job, WorkerClient
 from tracker.workspace import Workspace
 
 TESTS = Path(__file__).resolve().parent

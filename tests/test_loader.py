@@ -14,8 +14,8 @@ import pytest
 from gitrepo import GitRepo
 
 from probes.loader import load_backend, purge
-from tracker.demo_bugs import read_tree, write_tree
-from tracker.demo_history import backend_root
+from tracker.demo.bugs import read_tree, write_tree
+from tracker.demo.history import backend_root
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 

@@ -8,7 +8,7 @@ import pytest
 
 from probes import Outcome, ProbeContext, all_probes, get_probe, run_probe, summarize
 from probes.loader import load_backend
-from tracker.demo_bugs import BROKEN_IMPORT, BUGS, DECODE_STALE_PAGE, Bug, Edit, apply_edits, read_tree, write_tree
+from tracker.demo.bugs import BROKEN_IMPORT, BUGS, DECODE_STALE_PAGE, Bug, Edit, apply_edits, read_tree, write_tree
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PROBE_NAMES = [p.name for p in all_probes()]

@@ -13,10 +13,10 @@ from click.testing import CliRunner, Result
 
 from chromium import Browser
 from gitrepo import git
-from tracker.cli import main
-from tracker.demo_history import DemoManifest, build_demo_history
-from tracker.report_build import build_report
-from tracker.report_model import ReportData
+from tracker.cli.app import main
+from tracker.demo.history import DemoManifest, build_demo_history
+from tracker.report.build import build_report
+from tracker.report.model import ReportData
 from tracker.workspace import Workspace
 
 SCRIPT_SUBJECT = "<script>document.title='pwned'</script>"

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from chromium import Browser, Page
-from tracker.report_html import CSP, render_html
-from tracker.report_model import (
+from tracker.report.html import CSP, render_html
+from tracker.report.model import (
     Cell,
     ReportBisect,
     ReportBisectStep,
@@ -31,7 +31,7 @@ from tracker.report_model import (
     ReportStretch,
     ReportTransition,
 )
-from tracker.transitions import State, find_transitions
+from tracker.search.transitions import State, find_transitions
 
 SCRIPT_SUBJECT = "<script>document.title='pwned'</script>"
 IMG_SUBJECT = "\"><img src=x onerror=\"document.title='pwned'\">"

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from gitrepo import START, GitRepo, git, git_env
 
-from tracker.demo_history import DemoManifest, build_demo_history
-from tracker.errors import UsageError
-from tracker.revisions import Repo, paths_key, pr_number, reverted_sha
+from tracker.demo.history import DemoManifest, build_demo_history
+from tracker.core.errors import UsageError
+from tracker.targets.revisions import Repo, paths_key, pr_number, reverted_sha
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from tracker.cli import main
-from tracker.demo_history import DemoManifest, build_demo_history
+from tracker.cli.app import main
+from tracker.demo.history import DemoManifest, build_demo_history
 
 
 @pytest.fixture(scope="module")

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from gitrepo import GitRepo, git_env
 
-from tracker.errors import UsageError
-from tracker.revisions import Repo
-from tracker.snapshots import LOCK_NAME, TEMP_PREFIX, SnapshotCache, manifest_path, modified_file
+from tracker.core.errors import UsageError
+from tracker.targets.revisions import Repo
+from tracker.targets.snapshots import LOCK_NAME, TEMP_PREFIX, SnapshotCache, manifest_path, modified_file
 
 BACKEND = ("backend",)
 ROOT = Path(__file__).resolve().parent.parent
@@ -217,9 +217,9 @@ def big_repo(tmp_path: Path) -> GitRepo:
 CHILD = """
 import os, resource, signal, sys
 from pathlib import Path
-from tracker.errors import UsageError
-from tracker.revisions import Repo
-from tracker.snapshots import SnapshotCache
+from tracker.core.errors import UsageError
+from tracker.targets.revisions import Repo
+from tracker.targets.snapshots import SnapshotCache
 {setup}
 try:
     SnapshotCache(Path(sys.argv[2])).materialise(Repo(Path(sys.argv[1])), "HEAD", ("backend",))

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from gitrepo import GitRepo
 
-from tracker.demo_bugs import read_tree
-from tracker.demo_history import backend_root, build_demo_history
-from tracker.errors import UsageError
-from tracker.revisions import Repo
-from tracker.snapshots import (
+from tracker.demo.bugs import read_tree
+from tracker.demo.history import backend_root, build_demo_history
+from tracker.core.errors import UsageError
+from tracker.targets.revisions import Repo
+from tracker.targets.snapshots import (
     AUTO_GC_EVERY_S,
     DEFAULT_MAX_AGE_S,
     DEFAULT_MAX_BYTES,

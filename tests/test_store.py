@@ -24,7 +24,7 @@ from db.models import Base
 from db.paths import cache_dir, data_dir, default_db_url
 from db.store import CommitInfo, EnvironmentInfo, RunRecord, Store, upgrade
 from probes.api import Outcome
-from tracker.errors import UsageError
+from tracker.core.errors import UsageError
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
 TABLES = {

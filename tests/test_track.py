@@ -14,15 +14,15 @@ from click.testing import CliRunner, Result
 from db.paths import data_dir
 from db.store import CommitInfo
 from gitrepo import git
-from tracker.cli import main
-from tracker.demo_bugs import SWA_PARTIAL_PAGE, apply_edits, read_tree, write_tree
-from tracker.demo_history import DemoManifest, build_demo_history
+from tracker.cli.app import main
+from tracker.demo.bugs import SWA_PARTIAL_PAGE, apply_edits, read_tree, write_tree
+from tracker.demo.history import DemoManifest, build_demo_history
 from probes.api import Outcome
 from tracker.measure import CaseOutcome, Measurement
 from tracker.scan import ScanTransition
 from tracker.track import NewRegression, TrackResult, markdown_summary, track_lock
-from tracker.transitions import Kind
-from tracker.verdicts import Verdict
+from tracker.search.transitions import Kind
+from tracker.core.verdicts import Verdict
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PROBES = ("--probe", "swa_page_table", "--probe", "target_verify_metadata")

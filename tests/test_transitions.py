@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from db.store import CommitInfo
-from tracker.pairing import Pair, bare_subject, pair_transitions
-from tracker.transitions import Kind, State, Stretch, find_transitions, group_runs
+from tracker.search.pairing import Pair, bare_subject, pair_transitions
+from tracker.search.transitions import Kind, State, Stretch, find_transitions, group_runs
 
 G, B, S, F = State.GOOD, State.BAD, State.SKIP, State.FLAKY
 

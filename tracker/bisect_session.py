@@ -1,7 +1,7 @@
 """A bisect session: both ends verified, rounds of probes chosen by a strategy, every verdict
 stored, resumable.
 
-The search itself is ``tracker.bisect``; this module feeds it measurements and keeps the session
+The search itself is ``tracker.search.strategies``; this module feeds it measurements and keeps the session
 in the store, so a session killed at any point is rebuilt from its stored steps.
 
 Candidates are target trees, not commits: a probe's result can only change where the tree of the
@@ -36,14 +36,14 @@ from typing import Any
 
 from db.store import FINISHED, CommitInfo, SessionRow, Store
 
-from . import owners
-from .bisect import DEFAULT_PRIOR_STRENGTH, Strategy, StrategyName, make_strategy
-from .errors import UsageError
-from .measure import Measurement, Prober, Request
-from .reuse import Attempt
-from .revisions import Repo
-from .transitions import group_runs
-from .verdicts import Verdict
+from tracker.execution import owners
+from tracker.search.strategies import DEFAULT_PRIOR_STRENGTH, Strategy, StrategyName, make_strategy
+from tracker.core.errors import UsageError
+from tracker.measure import Measurement, Prober, Request
+from tracker.targets.reuse import Attempt
+from tracker.targets.revisions import Repo
+from tracker.search.transitions import group_runs
+from tracker.core.verdicts import Verdict
 
 GOOD_END_ATTEMPTS = 3
 BAD_END_ATTEMPTS = 10

@@ -2,7 +2,7 @@
 
 A measurement is keyed by the tree of the target's paths, not by the commit: a commit that only
 touches files outside those paths reuses its parent's result, and nothing measured in this
-environment with this probe version and these settings (``tracker.reuse``) is ever run again.
+environment with this probe version and these settings (``tracker.targets.reuse``) is ever run again.
 
 Each case execution is claimed in the store before it runs, so concurrent processes measuring the
 same tree run each case once: the others wait for the stored run. Each case's result is stored the
@@ -21,14 +21,14 @@ from datetime import datetime, timedelta, timezone
 from db.store import CaseKey, ClaimState, RunRecord, Store, StoredRun
 from probes.api import Outcome, Probe
 
-from . import owners
-from .config import Target
-from .executors import Job, JobResult, LocalExecutor
-from .worker import SNAPSHOT_MODIFIED
-from .reuse import Attempt, attempt_settings, attempts_of, complete_verdicts, settings_key
-from .revisions import Repo
-from .snapshots import SnapshotCache
-from .verdicts import FlakeEstimate, Verdict, flake_estimate, verdict_of
+from tracker.execution import owners
+from tracker.targets.config import Target
+from tracker.execution.executors import Job, JobResult, LocalExecutor
+from tracker.execution.worker import SNAPSHOT_MODIFIED
+from tracker.targets.reuse import Attempt, attempt_settings, attempts_of, complete_verdicts, settings_key
+from tracker.targets.revisions import Repo
+from tracker.targets.snapshots import SnapshotCache
+from tracker.core.verdicts import FlakeEstimate, Verdict, flake_estimate, verdict_of
 
 WAIT_POLL_S = 0.2
 CLAIM_GRACE_S = 60.0

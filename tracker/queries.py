@@ -1,7 +1,7 @@
 """Questions about the stored history: filters over runs, open regressions, verdicts re-derived
 under another tolerance. Pure functions over rows the store returns.
 
-``probes.checks`` (and with it torch) is imported only by the functions that re-derive verdicts,
+``probes.demo_backend.checks`` (and with it torch) is imported only by the functions that re-derive verdicts,
 so that reading the history, as the HTML report does, does not load torch.
 """
 
@@ -16,7 +16,7 @@ from db.store import RunRow, TransitionRecord
 from probes.api import Outcome
 
 if TYPE_CHECKING:
-    from probes.checks import Tolerance
+    from probes.demo_backend.checks import Tolerance
 
 ERROR_METRICS = ("rel_err", "max_abs_err", "nonfinite")
 
@@ -47,7 +47,7 @@ def _matches_environment(run: RunRow, wanted: str) -> bool:
 
 def verdict_under(run: RunRow, tolerance: Tolerance) -> Outcome:
     """The run's outcome re-derived from its stored error metrics; runs without them keep theirs."""
-    from probes.checks import attention_verdict
+    from probes.demo_backend.checks import attention_verdict
 
     if run.outcome not in (Outcome.PASS, Outcome.FAIL) or not all(k in run.metrics for k in ERROR_METRICS):
         return run.outcome
@@ -55,7 +55,7 @@ def verdict_under(run: RunRow, tolerance: Tolerance) -> Outcome:
 
 
 def parse_tolerance(rel_err: float, max_abs_err: float | None) -> Tolerance:
-    from probes.checks import Tolerance
+    from probes.demo_backend.checks import Tolerance
 
     return Tolerance(rel_err=rel_err, max_abs_err=math.inf if max_abs_err is None else max_abs_err)
 

@@ -23,11 +23,11 @@ from typing import Any
 
 from db.store import CommitInfo
 
-from .measure import Prober
-from .pairing import Pair, pair_transitions
-from .revisions import Repo
-from .transitions import Kind, State, find_transitions, group_runs
-from .verdicts import Verdict
+from tracker.measure import Prober
+from tracker.search.pairing import Pair, pair_transitions
+from tracker.targets.revisions import Repo
+from tracker.search.transitions import Kind, State, find_transitions, group_runs
+from tracker.core.verdicts import Verdict
 
 MAX_SAMPLES = 64
 CONFIRM_RUNS = 2

@@ -24,12 +24,12 @@ from xml.etree import ElementTree
 from db.paths import data_dir
 from db.store import TransitionRecord
 
-from .errors import UsageError
-from .executors import LocalExecutor
-from .measure import Measurement, Prober
-from .scan import ScanReport, ScanTransition, Scanner
-from .transitions import Kind
-from .workspace import Workspace
+from tracker.core.errors import UsageError
+from tracker.execution.executors import LocalExecutor
+from tracker.measure import Measurement, Prober
+from tracker.scan import ScanReport, ScanTransition, Scanner
+from tracker.search.transitions import Kind
+from tracker.workspace import Workspace
 
 
 @dataclass(frozen=True)

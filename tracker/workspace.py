@@ -10,14 +10,14 @@ from db.store import SessionRow, Store
 from probes.api import Probe
 from probes.registry import get_probe
 
-from .bisect_session import open_session
-from .config import Config, Target, load_config
-from .errors import UsageError
-from .executors import LocalExecutor
-from .measure import Prober
-from .revisions import Repo
-from .snapshots import SnapshotCache
-from .worker import import_probe_modules
+from tracker.bisect_session import open_session
+from tracker.targets.config import Config, Target, load_config
+from tracker.core.errors import UsageError
+from tracker.execution.executors import LocalExecutor
+from tracker.measure import Prober
+from tracker.targets.revisions import Repo
+from tracker.targets.snapshots import SnapshotCache
+from tracker.execution.worker import import_probe_modules
 
 
 @dataclass(frozen=True)

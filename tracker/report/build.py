@@ -17,8 +17,8 @@ from typing import cast
 from db.store import CommitInfo, RunRow, SessionRow, StepRow, TransitionRecord
 from probes.api import Outcome
 
-from .queries import filter_runs
-from .report_model import (
+from tracker.queries import filter_runs
+from tracker.report.model import (
     Cell,
     CellState,
     PairKind,
@@ -32,11 +32,11 @@ from .report_model import (
     StepVerdict,
     StretchKind,
 )
-from .reuse import attempt_settings
-from .scan import state_of
-from .transitions import State, find_transitions
-from .verdicts import BAD_OUTCOMES, verdict_of
-from .workspace import Workspace
+from tracker.targets.reuse import attempt_settings
+from tracker.scan import state_of
+from tracker.search.transitions import State, find_transitions
+from tracker.core.verdicts import BAD_OUTCOMES, verdict_of
+from tracker.workspace import Workspace
 
 CELL_STATE: dict[State, CellState] = {State.GOOD: "pass", State.BAD: "fail", State.SKIP: "skip", State.FLAKY: "flaky"}
 STATE_OF_CELL = {cell: state for state, cell in CELL_STATE.items()}

@@ -2,7 +2,7 @@
 
 The store fills a ``ReportData`` (commits of the first-parent line, each probe's cell at each
 commit, the transitions with their revert and re-land pairs, the untestable and flaky stretches,
-the bisect sessions and the environments); ``tracker.report_html`` renders it. Every string here
+the bisect sessions and the environments); ``tracker.report.html`` renders it. Every string here
 may come from a repository or the database and is escaped by the renderer.
 """
 

@@ -11,14 +11,14 @@ from rich.console import Console
 
 from db.paths import data_dir
 
-from .bisect_session import BisectReport, BisectSession
-from .demo_history import DemoManifest, build_demo_history, manifest_path, write_manifest
-from .errors import UsageError
-from .executors import LocalExecutor
-from .render import step_printer
-from .revisions import Repo
-from .story import Intent, intents, key_commits
-from .workspace import Workspace
+from tracker.bisect_session import BisectReport, BisectSession
+from tracker.demo.history import DemoManifest, build_demo_history, manifest_path, write_manifest
+from tracker.core.errors import UsageError
+from tracker.execution.executors import LocalExecutor
+from tracker.cli.render import step_printer
+from tracker.targets.revisions import Repo
+from tracker.demo.story import Intent, intents, key_commits
+from tracker.workspace import Workspace
 
 SHOWN_INTENT = {Intent.GOOD: "good", Intent.BAD: "bad", Intent.FLAKY: "flaky", Intent.UNTESTABLE: "skip"}
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import torch
 
-from .api import ProbeContext
-from .reference import reference_attention
+from probes.api import ProbeContext
+from probes.demo_backend.reference import reference_attention
 
 NUM_Q_HEADS, NUM_KV_HEADS, HEAD_DIM = 8, 2, 128
 MAX_CONTEXT_LEN = 1024

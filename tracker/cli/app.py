@@ -23,19 +23,19 @@ from rich.console import Console
 from db.paths import data_dir
 from probes.api import Outcome
 
-from . import render
-from .bisect import STRATEGIES, StrategyName
-from .bisect_session import BisectOptions, BisectSession, StoredOptions
-from .errors import UsageError
-from .queries import filter_runs, parse_tolerance, regressions_of, verdict_under
-from .report_build import build_report
-from .report_html import render_html
-from .scan import Scanner
-from .snapshots import SnapshotCache
-from .track import record_scan, run_track, track_lock, write_reports
-from .transitions import State
-from .verdicts import Verdict
-from .workspace import ExecutionOptions, Workspace
+from tracker.cli import render
+from tracker.search.strategies import STRATEGIES, StrategyName
+from tracker.bisect_session import BisectOptions, BisectSession, StoredOptions
+from tracker.core.errors import UsageError
+from tracker.queries import filter_runs, parse_tolerance, regressions_of, verdict_under
+from tracker.report.build import build_report
+from tracker.report.html import render_html
+from tracker.scan import Scanner
+from tracker.targets.snapshots import SnapshotCache
+from tracker.track import record_scan, run_track, track_lock, write_reports
+from tracker.search.transitions import State
+from tracker.core.verdicts import Verdict
+from tracker.workspace import ExecutionOptions, Workspace
 
 F = TypeVar("F", bound=Callable[..., Any])
 DTYPES = ("float32", "bfloat16", "float16", "float64")
@@ -379,7 +379,7 @@ def upgrade(url: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def demo(path: Path | None, commits: int, as_json: bool, **execution: Any) -> None:
     """Build the demo history, print each probe's verdict on its key commits, and bisect its stories."""
-    from . import demo as demo_api
+    from tracker.demo import walkthrough as demo_api
 
     options = _execution(**execution)
     history_path = path or demo_api.default_path()

@@ -12,10 +12,10 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any, Mapping
 
-from ..api import Case, Outcome, Probe, ProbeContext, ProbeResult
-from ..checks import metadata_differences
-from ..registry import register
-from ..scenario import expected_page_rows, make_scenario
+from probes.api import Case, Outcome, Probe, ProbeContext, ProbeResult
+from probes.demo_backend.checks import metadata_differences
+from probes.registry import register
+from probes.demo_backend.scenario import expected_page_rows, make_scenario
 
 REPLAYS = {
     4: [[10, 37, 3, 100], [200, 1, 64, 15], [33, 34, 35, 36]],

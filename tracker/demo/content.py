@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from tracker.demo_bugs import Edit
+from tracker.demo.bugs import Edit
 
 
 @dataclass(frozen=True)

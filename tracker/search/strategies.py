@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Literal, NamedTuple, Protocol, runtime_checkable
 
-from .verdicts import Verdict
+from tracker.core.verdicts import Verdict
 
 StrategyName = Literal["auto", "binary", "kary", "bayes"]
 STRATEGIES: tuple[str, ...] = ("auto", "binary", "kary", "bayes")

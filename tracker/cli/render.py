@@ -13,16 +13,16 @@ from rich.text import Text
 from db.store import CommitInfo, RunRow
 from probes.api import Outcome
 
-from .measure import Measurement
-from .verdicts import Verdict
+from tracker.measure import Measurement
+from tracker.core.verdicts import Verdict
 
 if TYPE_CHECKING:
     from db.store import TransitionRecord
 
-    from .bisect_session import BisectReport, Step, StepCallback
-    from .demo import DemoResult
-    from .scan import ScanReport
-    from .track import TrackResult
+    from tracker.bisect_session import BisectReport, Step, StepCallback
+    from tracker.demo.walkthrough import DemoResult
+    from tracker.scan import ScanReport
+    from tracker.track import TrackResult
 
 # C0 and C1 control characters but tab and newline: a terminal acts on them (ESC starts a sequence).
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -157,7 +157,7 @@ def demo_verdicts(result: DemoResult) -> Table:
 
 
 def scan_summary(report: ScanReport) -> Group:
-    from .scan import story
+    from tracker.scan import story
 
     first, last = report.line[0], report.line[-1]
     parts: list[Any] = [Text(f"{len(report.line)} commits, {short(first.sha)}..{short(last.sha)}", style="bold")]

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from probes import Outcome, ProbeContext, ProbeResult, all_probes, get_probe, run_case
-from tracker.errors import UsageError
+from tracker.core.errors import UsageError
 
 if TYPE_CHECKING:
     from db.store import EnvironmentInfo
@@ -250,7 +250,7 @@ class _Process:
     def spawn(cls, env: Mapping[str, str], log_path: Path, nonce: str) -> _Process:
         with open(log_path, "wb") as log:
             popen = subprocess.Popen(
-                [sys.executable, "-m", "tracker.worker"],
+                [sys.executable, "-m", "tracker.execution.worker"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,
@@ -453,7 +453,7 @@ def _run(job: Job) -> dict[str, Any]:
 def _snapshot_changed(root: Path) -> str | None:
     """A file of the snapshot an earlier case edited (root ignores read-only bits); None when
     intact or when ``root`` is not a snapshot of the cache."""
-    from tracker.snapshots import manifest_path, modified_file
+    from tracker.targets.snapshots import manifest_path, modified_file
 
     return modified_file(root) if manifest_path(root).is_file() else None
 

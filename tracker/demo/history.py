@@ -3,7 +3,7 @@
 The history is written as a ``git fast-import`` stream with fixed authors and dates, so every
 build gives the same SHAs. It is imported in two parts, because the revert's message names the SHA
 of the fix it reverts. Its last tree holds ``backend/`` exactly as the installed package has
-it; earlier trees hold the same files with some of the edits of ``tracker.demo_bugs`` applied.
+it; earlier trees hold the same files with some of the edits of ``tracker.demo.bugs`` applied.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from tracker.demo_bugs import (
+from tracker.demo.bugs import (
     BROKEN_IMPORT,
     DECODE_STALE_PAGE,
     SWA_PARTIAL_PAGE,
@@ -27,7 +27,7 @@ from tracker.demo_bugs import (
     apply_edits,
     read_tree,
 )
-from tracker.demo_content import (
+from tracker.demo.content import (
     DOCS_BRANCH,
     FAQ_BRANCH,
     OTHER_FILES,

@@ -10,8 +10,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tracker.errors import UsageError
-from tracker.worker import Job, JobResult, WorkerClient
+from tracker.core.errors import UsageError
+from tracker.execution.worker import Job, JobResult, WorkerClient
 
 if TYPE_CHECKING:
     from db.store import EnvironmentInfo

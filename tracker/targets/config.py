@@ -8,8 +8,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from probes.builtin import NAMES as BUILTIN_PROBES
-from tracker.errors import UsageError
+from probes.demo_backend import NAMES as BUILTIN_PROBES
+from tracker.core.errors import UsageError
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -9,10 +9,10 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any, Mapping
 
-from ..api import Case, Outcome, Probe, ProbeContext, ProbeResult
-from ..checks import attention_metrics, attention_verdict, metadata_differences, tolerance_for
-from ..registry import register
-from ..scenario import expected_page_rows, make_scenario
+from probes.api import Case, Outcome, Probe, ProbeContext, ProbeResult
+from probes.demo_backend.checks import attention_metrics, attention_verdict, metadata_differences, tolerance_for
+from probes.registry import register
+from probes.demo_backend.scenario import expected_page_rows, make_scenario
 
 MAX_SEQ_LEN = 400
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .api import Outcome
+from probes.api import Outcome
 
 
 def field_difference(name: str, got: int | torch.Tensor, want: int | torch.Tensor) -> str | None:

@@ -19,8 +19,8 @@ from types import TracebackType
 
 import git
 
-from tracker.errors import UsageError
-from tracker.revisions import Repo
+from tracker.core.errors import UsageError
+from tracker.targets.revisions import Repo
 
 CHUNK = 1 << 20
 Manifest = dict[str, tuple[int, int, int]]

@@ -12,10 +12,10 @@ from typing import Any, Mapping
 
 import torch
 
-from ..api import Case, Outcome, Probe, ProbeContext, ProbeResult
-from ..checks import page_table_difference
-from ..registry import register
-from ..scenario import expected_page_rows, make_scenario
+from probes.api import Case, Outcome, Probe, ProbeContext, ProbeResult
+from probes.demo_backend.checks import page_table_difference
+from probes.registry import register
+from probes.demo_backend.scenario import expected_page_rows, make_scenario
 
 REPLAYS = [[37, 100, 5, 71], [200, 18, 129, 50], [9, 260, 33, 94]]
 EXTEND_TOKENS = 2

@@ -20,7 +20,7 @@ from typing import Any
 
 from db.store import StoredRun
 
-from .verdicts import Verdict, verdict_of
+from tracker.core.verdicts import Verdict, verdict_of
 
 
 def seed_policy(seed: int | None) -> str:

@@ -10,10 +10,10 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any, Mapping
 
-from ..api import Case, Probe, ProbeContext, ProbeResult
-from ..checks import attention_metrics, attention_signature, attention_verdict, tolerance_for
-from ..registry import register
-from ..scenario import make_scenario
+from probes.api import Case, Probe, ProbeContext, ProbeResult
+from probes.demo_backend.checks import attention_metrics, attention_signature, attention_verdict, tolerance_for
+from probes.registry import register
+from probes.demo_backend.scenario import make_scenario
 
 PREFIXES = {
     4: [[10, 37, 3, 100], [200, 1, 64, 15]],

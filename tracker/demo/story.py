@@ -9,8 +9,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from .demo_bugs import BUGS_BY_NAME
-from .demo_history import BugSpan, DemoManifest
+from tracker.demo.bugs import BUGS_BY_NAME
+from tracker.demo.history import BugSpan, DemoManifest
 
 
 class Intent(str, enum.Enum):

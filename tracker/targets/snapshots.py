@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from tracker.errors import UsageError
-from tracker.revisions import Repo, paths_key, tree_hash_of
-from tracker.snapshot_writer import Manifest, write_tree
+from tracker.core.errors import UsageError
+from tracker.targets.revisions import Repo, paths_key, tree_hash_of
+from tracker.targets.snapshot_writer import Manifest, write_tree
 
 TEMP_PREFIX = ".tmp-"
 MANIFEST_SUFFIX = ".manifest"

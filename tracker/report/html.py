@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from datetime import datetime
 
-from .report_model import Cell, ReportBisect, ReportCommit, ReportData, ReportTransition
+from tracker.report.model import Cell, ReportBisect, ReportCommit, ReportData, ReportTransition
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
 

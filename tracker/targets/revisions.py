@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import git
 
-from tracker.errors import UsageError
+from tracker.core.errors import UsageError
 
 if TYPE_CHECKING:
     from db.store import CommitInfo

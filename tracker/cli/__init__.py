@@ -1,0 +1,5 @@
+"""The ``regtrack`` command line."""
+
+from tracker.cli.app import main
+
+__all__ = ["main"]
