@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import enum
 import hashlib
 import inspect
 from dataclasses import dataclass, field
@@ -10,22 +9,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Mapping
 
-
-class Outcome(str, enum.Enum):
-    """What one probe execution says about a revision.
-
-    ``ERROR`` means the probe could not judge the revision (its code does not import, or the probe
-    raised): the revision is untestable, not bad. ``SKIP`` means the case does not apply here
-    (e.g. a CUDA-only kernel on a CPU machine). ``CRASH`` and ``TIMEOUT`` are set by the worker,
-    never by a probe: the worker process died during the case, or the case ran past its time limit.
-    """
-
-    PASS = "pass"
-    FAIL = "fail"
-    ERROR = "error"
-    SKIP = "skip"
-    CRASH = "crash"
-    TIMEOUT = "timeout"
+from tracker.core.verdicts import Outcome
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from gitrepo import GitRepo, git
 from rich.console import Console
 
-from db.store import CommitInfo
+from tracker.core.records import CommitInfo
 from probes.api import Outcome
 from tracker.cli import render
 from tracker.cli.app import main

@@ -17,7 +17,6 @@ import pytest
 import torch
 from gitrepo import GitRepo
 
-from probes import Case
 from tracker.execution.executors import LocalExecutor
 from tracker.targets.reuse import settings_key
 from tracker.execution.worker import Job, WorkerClient

@@ -22,7 +22,8 @@ from sqlalchemy.exc import IntegrityError, StatementError
 
 from db.models import Base
 from db.paths import cache_dir, data_dir, default_db_url
-from db.store import CommitInfo, EnvironmentInfo, RunRecord, Store, upgrade
+from db.store import Store, upgrade
+from tracker.core.records import CommitInfo, EnvironmentInfo, RunRecord
 from probes.api import Outcome
 from tracker.core.errors import UsageError
 

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from db.paths import data_dir
-from db.store import CommitInfo
+from tracker.core.records import CommitInfo
 from gitrepo import git
 from tracker.cli.app import main
 from tracker.demo.bugs import SWA_PARTIAL_PAGE, apply_edits, read_tree, write_tree

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 from hypothesis import given
 from hypothesis import strategies as st
 
-from db.store import CommitInfo
+from tracker.core.records import CommitInfo
 from tracker.search.pairing import Pair, bare_subject, pair_transitions
 from tracker.search.transitions import Kind, State, Stretch, find_transitions, group_runs
 

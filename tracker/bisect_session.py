@@ -34,7 +34,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from db.store import FINISHED, CommitInfo, SessionRow, Store
+from db.store import Store
+
+from tracker.core.records import CommitInfo, FINISHED, SessionRow
 
 from tracker.execution import owners
 from tracker.search.strategies import DEFAULT_PRIOR_STRENGTH, Strategy, StrategyName, make_strategy

@@ -18,7 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
-from db.store import CaseKey, ClaimState, RunRecord, Store, StoredRun
+from db.store import Store
+
+from tracker.core.records import CaseKey, ClaimState, RunRecord, StoredRun
 from probes.api import Outcome, Probe
 
 from tracker.execution import owners

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from db.store import RunRow, TransitionRecord
+from tracker.core.records import RunRow, TransitionRecord
 from probes.api import Outcome
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from db.store import CommitInfo
+from tracker.core.records import CommitInfo
 
 from tracker.measure import Prober
 from tracker.search.pairing import Pair, pair_transitions

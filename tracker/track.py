@@ -22,7 +22,7 @@ from typing import Any
 from xml.etree import ElementTree
 
 from db.paths import data_dir
-from db.store import TransitionRecord
+from tracker.core.records import TransitionRecord
 
 from tracker.core.errors import UsageError
 from tracker.execution.executors import LocalExecutor

@@ -6,7 +6,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from db.store import SessionRow, Store
+from db.store import Store
+
+from tracker.core.records import SessionRow
 from probes.api import Probe
 from probes.registry import get_probe
 

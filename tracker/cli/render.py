@@ -10,14 +10,14 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from db.store import CommitInfo, RunRow
+from tracker.core.records import CommitInfo, RunRow
 from probes.api import Outcome
 
 from tracker.measure import Measurement
 from tracker.core.verdicts import Verdict
 
 if TYPE_CHECKING:
-    from db.store import TransitionRecord
+    from tracker.core.records import TransitionRecord
 
     from tracker.bisect_session import BisectReport, Step, StepCallback
     from tracker.demo.walkthrough import DemoResult

@@ -6,7 +6,22 @@ import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from probes.api import Outcome
+class Outcome(str, enum.Enum):
+    """What one probe execution says about a revision.
+
+    ``ERROR`` means the probe could not judge the revision (its code does not import, or the probe
+    raised): the revision is untestable, not bad. ``SKIP`` means the case does not apply here
+    (e.g. a CUDA-only kernel on a CPU machine). ``CRASH`` and ``TIMEOUT`` are set by the worker,
+    never by a probe: the worker process died during the case, or the case ran past its time limit.
+    """
+
+    PASS = "pass"
+    FAIL = "fail"
+    ERROR = "error"
+    SKIP = "skip"
+    CRASH = "crash"
+    TIMEOUT = "timeout"
+
 
 BAD_OUTCOMES = frozenset({Outcome.FAIL, Outcome.CRASH, Outcome.TIMEOUT})
 

@@ -14,7 +14,7 @@ from tracker.core.errors import UsageError
 from tracker.execution.worker import Job, JobResult, WorkerClient
 
 if TYPE_CHECKING:
-    from db.store import EnvironmentInfo
+    from tracker.core.records import EnvironmentInfo
 
 KEEP_LOGS = 32
 

@@ -46,7 +46,7 @@ from probes import Outcome, ProbeContext, ProbeResult, all_probes, get_probe, ru
 from tracker.core.errors import UsageError
 
 if TYPE_CHECKING:
-    from db.store import EnvironmentInfo
+    from tracker.core.records import EnvironmentInfo
 
 PROBE_MODULES_ENV = "REGTRACK_PROBE_MODULES"
 NONCE_ENV = "REGTRACK_WORKER_NONCE"
@@ -177,7 +177,7 @@ class WorkerClient:
         )
 
     def environment(self, device: str) -> EnvironmentInfo:
-        from db.store import EnvironmentInfo
+        from tracker.core.records import EnvironmentInfo
 
         self.start()
         process = self._live()

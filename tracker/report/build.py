@@ -14,7 +14,7 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 from typing import cast
 
-from db.store import CommitInfo, RunRow, SessionRow, StepRow, TransitionRecord
+from tracker.core.records import CommitInfo, RunRow, SessionRow, StepRow, TransitionRecord
 from probes.api import Outcome
 
 from tracker.queries import filter_runs

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from db.store import CommitInfo
+from tracker.core.records import CommitInfo
 
 REVERT_SUBJECT = re.compile(r'^Revert "(?P<subject>.*)"')
 PR_SUFFIX = re.compile(r"\s*\(#\d+\)\s*$")

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from db.store import StoredRun
+from tracker.core.records import StoredRun
 
 from tracker.core.verdicts import Verdict, verdict_of
 

@@ -20,7 +20,7 @@ import git
 from tracker.core.errors import UsageError
 
 if TYPE_CHECKING:
-    from db.store import CommitInfo
+    from tracker.core.records import CommitInfo
 
 PR_SUFFIX = re.compile(r"\(#(\d+)\)\s*$")
 PR_MERGE = re.compile(r"^Merge pull request #(\d+)\b")
@@ -282,7 +282,7 @@ def tree_hash_of(trees: dict[str, str | None]) -> str:
 
 
 def _commit_info(record: list[str]) -> CommitInfo:
-    from db.store import CommitInfo
+    from tracker.core.records import CommitInfo
 
     sha, parents, name, email, timestamp, subject, message = record
     return CommitInfo(

@@ -1,0 +1,172 @@
+"""The records every layer shares: commits, environments, runs, bisect sessions and steps,
+transitions, claims. Each is declared here once; the store maps them to rows."""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from tracker.core.verdicts import Outcome
+
+StepVerdict = Literal["good", "bad", "skip"]
+FINISHED = "finished"
+"""``Store.take_session``'s answer for a session that another process finished meanwhile."""
+SessionStatus = Literal["running", "done", "failed"]
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    sha: str
+    parents: tuple[str, ...]
+    subject: str
+    author: str
+    authored_at: datetime
+    pr_number: int | None = None
+    reverts_sha: str | None = None
+
+
+@dataclass(frozen=True)
+class EnvironmentInfo:
+    device: str
+    gpu_name: str | None = None
+    compute_capability: str | None = None
+    driver: str | None = None
+    cuda: str | None = None
+    torch: str | None = None
+    flashinfer: str | None = None
+    python: str | None = None
+    host: str | None = None
+
+    @property
+    def fingerprint(self) -> str:
+        """Identifies the software and hardware stack; machines with the same stack share it."""
+        fields = {name: value for name, value in asdict(self).items() if name != "host"}
+        return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class CaseKey:
+    """One case of one tree, measured one way: stored runs with this key answer for each other."""
+
+    tree_hash: str
+    probe_id: int
+    environment_id: int
+    settings_key: str
+    case_id: str
+
+
+class ClaimState(str, enum.Enum):
+    CLAIMED = "claimed"
+    """This process now owns the attempt: it runs the case and stores the run."""
+    STORED = "stored"
+    """The attempt is stored already."""
+    HELD = "held"
+    """Another live process owns it: wait for its run."""
+
+
+StaleOwner = Callable[[str, datetime], bool]
+"""Whether a claim's (owner, expires_at) belongs to a process that is gone."""
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    repo_id: int
+    sha: str
+    tree_hash: str
+    environment_id: int
+    probe_id: int
+    case_id: str
+    settings_key: str
+    dtype: str | None
+    outcome: Outcome
+    metrics: dict[str, Any]
+    signature: str | None
+    detail: str
+    duration_s: float
+    started_at: datetime
+    attempt: int
+    seed: int
+    trigger: str
+    session_id: int | None = None
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    id: int
+    sha: str
+    tree_hash: str
+    case_id: str
+    settings_key: str
+    outcome: Outcome
+    metrics: dict[str, Any]
+    signature: str | None
+    duration_s: float
+    started_at: datetime
+    attempt: int
+    seed: int
+    trigger: str
+    session_id: int | None
+
+
+@dataclass(frozen=True)
+class RunRow(StoredRun):
+    probe_name: str
+    probe_version: int
+    subject: str
+    pr_number: int | None
+    fingerprint: str
+    gpu_name: str | None
+    detail: str
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    id: int
+    repo_id: int
+    target: str
+    probe_id: int
+    probe_name: str
+    good_sha: str
+    bad_sha: str
+    strategy: str
+    options: dict[str, Any] | None
+    status: str
+    driver: str | None
+    started_at: datetime
+    finished_at: datetime | None
+    result: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class StepRow:
+    position: int
+    sha: str
+    verdict: str
+    reused: bool
+    created_at: datetime
+    attempt: int | None = None
+    round: int | None = None
+
+
+TransitionKind = Literal["regression", "fix"]
+
+
+@dataclass(frozen=True)
+class TransitionRecord:
+    """A transition as scans and the scheduled job store it; ``candidates`` lists the commits it may
+    be when untestable ones hide it."""
+
+    probe: str
+    sha: str
+    kind: TransitionKind
+    pairs_with: str | None
+    pair_kind: str | None
+    candidates: tuple[str, ...]
+    authored_at: datetime
+    trigger: str
+    found_at: datetime | None = None
