@@ -19,7 +19,8 @@ from gitrepo import GitRepo
 
 from tracker.execution.executors import LocalExecutor
 from tracker.targets.reuse import settings_key
-from tracker.execution.worker import Job, WorkerClient
+from tracker.execution.client import WorkerClient
+from tracker.execution.protocol import Job
 from tracker.workspace import Workspace
 
 TESTS = Path(__file__).resolve().parent

@@ -20,7 +20,8 @@ from probes import Outcome
 from tracker.demo.bugs import BROKEN_IMPORT, TARGET_VERIFY_OVERWRITE, apply_edits, read_tree, write_tree
 from tracker.core.errors import UsageError
 from tracker.execution.executors import LocalExecutor
-from tracker.execution.worker import Job, WorkerClient
+from tracker.execution.client import WorkerClient
+from tracker.execution.protocol import Job
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 TEST_ENV = {"REGTRACK_PROBE_MODULES": "worker_probes", "PYTHONPATH": str(Path(__file__).resolve().parent)}
@@ -176,7 +177,7 @@ def test_a_probe_module_that_does_not_import_is_a_usage_error(tmp_path: Path) ->
 
 def test_a_worker_dies_with_its_parent(tmp_path: Path) -> None:
     script = (
-        "import sys, time; from pathlib import Path; from tracker.execution.worker import WorkerClient\n"
+        "import sys, time; from pathlib import Path; from tracker.execution.client import WorkerClient\n"
         f"w = WorkerClient(Path({str(tmp_path / 'worker.log')!r})); w.start(); print(w.pid, flush=True)\n"
         "time.sleep(600)\n"
     )

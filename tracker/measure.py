@@ -26,7 +26,7 @@ from probes.api import Outcome, Probe
 from tracker.execution import owners
 from tracker.targets.config import Target
 from tracker.execution.executors import Job, JobResult, LocalExecutor
-from tracker.execution.worker import SNAPSHOT_MODIFIED
+from tracker.execution.protocol import SNAPSHOT_MODIFIED
 from tracker.targets.reuse import Attempt, attempt_settings, attempts_of, complete_verdicts, settings_key
 from tracker.targets.revisions import Repo
 from tracker.targets.snapshots import SnapshotCache

@@ -19,7 +19,7 @@ from tracker.execution.executors import LocalExecutor
 from tracker.measure import Prober
 from tracker.targets.revisions import Repo
 from tracker.targets.snapshots import SnapshotCache
-from tracker.execution.worker import import_probe_modules
+from tracker.execution.protocol import import_probe_modules
 
 
 @dataclass(frozen=True)

@@ -10,16 +10,14 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from tracker.core.records import CommitInfo, RunRow
 from probes.api import Outcome
-
-from tracker.measure import Measurement
+from tracker.core.records import CommitInfo, RunRow
 from tracker.core.verdicts import Verdict
+from tracker.measure import Measurement
 
 if TYPE_CHECKING:
-    from tracker.core.records import TransitionRecord
-
     from tracker.bisect_session import BisectReport, Step, StepCallback
+    from tracker.core.records import TransitionRecord
     from tracker.demo.walkthrough import DemoResult
     from tracker.scan import ScanReport
     from tracker.track import TrackResult

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tracker.core.errors import UsageError
-from tracker.execution.worker import Job, JobResult, WorkerClient
+from tracker.execution.client import WorkerClient
+from tracker.execution.protocol import Job, JobResult
 
 if TYPE_CHECKING:
     from tracker.core.records import EnvironmentInfo

@@ -1,0 +1,90 @@
+"""Housekeeping commands: gc, db upgrade, and the demo."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import click
+
+from tracker.cli import render
+from tracker.cli.app import (
+    emit_json,
+    err,
+    execution_options,
+    execution_settings,
+    main,
+    out,
+    workspace,
+)
+from tracker.targets.snapshots import SnapshotCache
+
+SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+class Quantity(click.ParamType):
+    """A number with a unit suffix: sizes (10G, 500M) or ages (30d, 12h)."""
+
+    def __init__(self, name: str, units: dict[str, int], example: str) -> None:
+        self.name, self.units, self.example = name, units, example
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([A-Za-z]?)", str(value).strip())
+        unit = match.group(2).upper() if match and self.units is SIZE_UNITS else (match.group(2) if match else "")
+        if not match or unit not in self.units:
+            self.fail(f"{value!r} is not a {self.name} such as {self.example}", param, ctx)
+        return float(match.group(1)) * self.units[unit]
+
+
+@main.command()
+@click.option("--max-size", default="10G", show_default=True, type=Quantity("size", SIZE_UNITS, "10G or 500M"), help="Keep the snapshot cache under this size, removing the least recently used first.")
+@click.option("--max-age", default="30d", show_default=True, type=Quantity("age", AGE_UNITS, "30d or 12h"), help="Remove snapshots unused for longer.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def gc(max_size: float, max_age: float, as_json: bool) -> None:
+    """Clean the snapshot cache: interrupted extractions, and snapshots past the bounds. A snapshot
+    used within the last hour is kept (another process may be probing it)."""
+    report = SnapshotCache().gc(int(max_size), max_age)
+    if as_json:
+        emit_json({"cache": str(SnapshotCache().root), **asdict(report)})
+    else:
+        out.print(f"{SnapshotCache().root}: {report}")
+
+
+@main.group()
+def db() -> None:
+    """The results database."""
+
+
+@db.command()
+@click.option("--url", help="SQLAlchemy URL (default: REGTRACK_DB_URL, else the file in the data directory).")
+def upgrade(url: str | None) -> None:
+    """Migrate the database to the newest schema."""
+    from db.store import upgrade as upgrade_database
+
+    upgrade_database(url)
+    out.print("database is at the newest schema")
+
+
+@main.command()
+@click.argument("path", required=False, type=click.Path(path_type=Path))
+@click.option("--commits", default=150, show_default=True, type=click.IntRange(60), help="First-parent commits.")
+@execution_options
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def demo(path: Path | None, commits: int, as_json: bool, **execution: Any) -> None:
+    """Build the demo history, print each probe's verdict on its key commits, and bisect its stories."""
+    from tracker.demo import walkthrough as demo_api
+
+    options = execution_settings(**execution)
+    history_path = path or demo_api.default_path()
+    manifest = demo_api.ensure_history(history_path, commits, err)
+    with workspace(history_path, None) as ws, options.executor() as executor:
+        result = demo_api.run_demo(ws, manifest, executor, options.seed, err)
+    if as_json:
+        emit_json(result.to_json())
+    else:
+        out.print(render.demo_verdicts(result))
+        for report in result.bisects:
+            out.print(render.bisect_summary(report))

@@ -1,0 +1,144 @@
+"""Commands that run probes: run, bisect, scan, track."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import click
+
+from db.paths import data_dir
+from tracker.bisect_session import BisectOptions, BisectSession, StoredOptions
+from tracker.cli import render
+from tracker.cli.app import (
+    emit_json,
+    err,
+    execution_options,
+    execution_settings,
+    given_with_resume,
+    main,
+    out,
+    target_options,
+    workspace,
+)
+from tracker.core.errors import UsageError
+from tracker.core.verdicts import Verdict
+from tracker.scan import Scanner
+from tracker.search.strategies import STRATEGIES, StrategyName
+from tracker.search.transitions import State
+from tracker.track import record_scan, run_track, track_lock, write_reports
+from tracker.workspace import ExecutionOptions
+
+
+@main.command()
+@click.argument("revs", nargs=-1, required=True)
+@click.option("--probe", "probe_names", multiple=True, help="Probe to run (repeatable; default: the target's probes).")
+@target_options
+@execution_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def run(revs: tuple[str, ...], probe_names: tuple[str, ...], repo: Path | None, target: str | None, as_json: bool, **execution: Any) -> None:
+    """Run probes at REVS (stored results are reused); exit 1 if any revision is bad."""
+    options = execution_settings(**execution)
+    with workspace(repo, target) as ws, options.executor() as executor:
+        shas = [ws.repo.resolve(rev) for rev in revs]
+        rows = []
+        for probe in ws.probes(probe_names):
+            prober = ws.prober(probe, executor, "run", options.seed)
+            trees = prober.record_commits(shas)
+            for sha in shas:
+                with err.status(f"{probe.name} at {sha[:12]}"):
+                    rows.append(render.measurement_row(ws.store.commit(prober.repo_id, sha), probe.name, prober.measure(sha, trees[sha])))
+    if as_json:
+        emit_json(rows)
+    else:
+        out.print(render.measurements_table(rows))
+    sys.exit(1 if any(r["verdict"] == Verdict.BAD.value for r in rows) else 0)
+
+
+@main.command()
+@click.option("--good", help="A revision where the probe passes.")
+@click.option("--bad", help="A later revision (on the first-parent line) where it fails.")
+@click.option("--resume", is_flag=True, help="Continue the newest unfinished bisect of this target and probe.")
+@click.option("--probe", "probe_name", help="Probe to bisect with (default: the target's first probe).")
+@click.option("--strategy", type=click.Choice(STRATEGIES), default="auto", show_default=True, help="auto: bisection, Bayesian once results contradict or the probe's history flakes.")
+@click.option("--confidence", default=0.95, show_default=True, type=click.FloatRange(0.5, 1, max_open=True), help="Posterior probability at which a flake-aware search stops.")
+@click.option("--max-runs", type=click.IntRange(1), help="Most probe executions the session may spend (default: no bound).")
+@target_options
+@execution_options
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.pass_context
+def bisect(ctx: click.Context, good: str | None, bad: str | None, resume: bool, probe_name: str | None, strategy: StrategyName, confidence: float, max_runs: int | None, repo: Path | None, target: str | None, as_json: bool, **execution: Any) -> None:
+    """Find the first bad commit between --good and --bad (first-parent), reusing stored results.
+
+    With --workers W, W revisions are probed side by side in each round (one worker per GPU).
+    --resume continues the newest unfinished bisect with the options it was started with."""
+    if resume == bool(good or bad) or (not resume and not (good and bad)):
+        raise click.UsageError("give both --good and --bad, or --resume alone")
+    if resume and (given := given_with_resume(ctx)):
+        raise UsageError(f"--resume continues a bisect with the options it was started with; drop {' '.join(given)}")
+    options = execution_settings(**execution)
+    search = BisectOptions(strategy, options.workers, confidence, max_runs)
+    with workspace(repo, target) as ws:
+        probe = ws.probe(probe_name)
+        pending = ws.unfinished_bisect(probe) if resume else None
+        if pending is not None:
+            stored = StoredOptions.of(pending)
+            options, search = ExecutionOptions(**stored.execution), stored.search
+        with options.executor() as executor:
+            session = BisectSession(ws.store, ws.repo, ws.prober(probe, executor, "bisect", options.seed), search, render.step_printer(err))
+            report = session.resume(pending) if pending is not None else session.start(good or "", bad or "", asdict(options))
+    if as_json:
+        emit_json(report.to_json())
+    else:
+        out.print(render.bisect_summary(report))
+    sys.exit(1 if report.culprit or report.candidates else 0)
+
+
+@main.command()
+@click.argument("range_spec", metavar="RANGE", default="HEAD")
+@click.option("--probe", "probe_names", multiple=True, help="Probe to scan with (repeatable; default: the target's probes).")
+@click.option("--max-samples", default=64, show_default=True, type=click.IntRange(2), help="Measure every distinct target tree when the range has at most this many.")
+@click.option("--confirm", default=2, show_default=True, type=click.IntRange(0), help="Reruns of a bad side before a transition is reported.")
+@target_options
+@execution_options
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def scan(range_spec: str, probe_names: tuple[str, ...], max_samples: int, confirm: int, repo: Path | None, target: str | None, as_json: bool, **execution: Any) -> None:
+    """Every transition of each probe along RANGE (A..B, or B for its whole first-parent line)."""
+    options = execution_settings(**execution)
+    with workspace(repo, target) as ws, options.executor() as executor:
+        line = ws.repo.line(range_spec)
+        probers = [ws.prober(p, executor, "scan", options.seed) for p in ws.probes(probe_names)]
+        with err.status("scanning") as status:
+            report = Scanner(ws.repo, probers, max_samples, confirm, progress=lambda text: status.update(f"scanning: {text}")).scan(line)
+        record_scan(ws, probers[0].repo_id, report)
+    if as_json:
+        emit_json(report.to_json())
+    else:
+        out.print(render.scan_summary(report))
+    sys.exit(1 if any(p.states and p.states[-1] is State.BAD for p in report.probes) else 0)
+
+
+@main.command()
+@click.option("--branch", help="Branch to follow (default: the target's branch).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), help="Where the JUnit XML, markdown and JSON go (default: the data directory's reports/).")
+@click.option("--wait", is_flag=True, help="Wait for a running track of the same target instead of exiting.")
+@click.option("--probe", "probe_names", multiple=True, help="Probe to track (repeatable; default: the target's probes).")
+@target_options
+@execution_options
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON report.")
+def track(branch: str | None, out_dir: Path | None, wait: bool, probe_names: tuple[str, ...], repo: Path | None, target: str | None, as_json: bool, **execution: Any) -> None:
+    """The scheduled job: probe new commits, record transitions, pin down new regressions (exit 1)."""
+    options = execution_settings(**execution)
+    with workspace(repo, target) as ws:
+        with track_lock(ws.repo.path, ws.target.name, wait), options.executor() as executor:
+            probers = [ws.prober(p, executor, "track", options.seed) for p in ws.probes(probe_names)]
+            with err.status("tracking"):
+                result = run_track(ws, branch or ws.target.branch, executor, options.seed, probers)
+        reports = write_reports(result, out_dir or data_dir() / "reports" / ws.target.name, ws.repo.path, [p.probe.name for p in probers])
+    if as_json:
+        emit_json(result.to_json())
+    else:
+        out.print(render.track_summary(result, reports))
+    sys.exit(1 if result.new_regressions else 0)

@@ -1,0 +1,114 @@
+"""Commands that answer from the store, running nothing: regressions, history, show, report."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+import click
+
+from probes.api import Outcome
+from tracker.cli import render
+from tracker.cli.app import emit_json, main, out, target_options, workspace
+from tracker.core.errors import UsageError
+from tracker.queries import filter_runs, parse_tolerance, regressions_of, verdict_under
+from tracker.report.build import build_report
+from tracker.report.html import render_html
+
+
+@main.command()
+@click.option("--open", "only_open", is_flag=True, help="Only regressions not fixed since.")
+@target_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def regressions(only_open: bool, repo: Path | None, target: str | None, as_json: bool) -> None:
+    """Regressions found by scans and the scheduled job."""
+    with workspace(repo, target) as ws:
+        repo_id = ws.store.repository(ws.repo.path)
+        found = regressions_of(ws.store.transitions(repo_id, ws.target.name), only_open)
+        commits = {t.sha: ws.store.commit(repo_id, t.sha) for t in found}
+    if as_json:
+        emit_json([render.transition_json(t, commits[t.sha]) for t in found])
+    else:
+        out.print(render.regressions_table(found, commits, only_open))
+
+
+@main.command()
+@click.option("--probe", "probe_name", help="Only this probe.")
+@click.option("--range", "range_spec", help="Only commits of this first-parent range (A..B, or B).")
+@click.option("--since", type=click.DateTime(), help="Only runs started at or after this time (UTC).")
+@click.option("--until", type=click.DateTime(), help="Only runs started at or before this time (UTC).")
+@click.option("--env", "environment", help="Only runs in this environment: a fingerprint prefix or part of the GPU name (cpu for none).")
+@click.option("--outcome", type=click.Choice([o.value for o in Outcome]), help="Only runs with this outcome.")
+@click.option("--tolerance", type=click.FloatRange(min=0), help="Re-derive verdicts from stored metrics with this relative-error bound.")
+@click.option("--abs-tolerance", type=click.FloatRange(min=0), help="With --tolerance: also bound the max abs error.")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1), help="Newest runs to show.")
+@target_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def history(probe_name: str | None, range_spec: str | None, since: datetime | None, until: datetime | None, environment: str | None, outcome: str | None, tolerance: float | None, abs_tolerance: float | None, limit: int, repo: Path | None, target: str | None, as_json: bool) -> None:
+    """Stored probe runs, newest first, filtered; nothing is run."""
+    with workspace(repo, target) as ws:
+        shas = ws.repo.line(range_spec) if range_spec else None
+        runs = ws.store.runs(repo_id=ws.store.repository(ws.repo.path), probe=probe_name, shas=shas, outcome=outcome)
+    runs = filter_runs(runs, _utc(since), _utc(until), environment)[:limit]
+    rederived = {r.id: verdict_under(r, parse_tolerance(tolerance, abs_tolerance)) for r in runs} if tolerance is not None else None
+    if as_json:
+        emit_json([render.run_json(r, rederived) for r in runs])
+    else:
+        out.print(render.runs_table(runs, "stored runs, newest first", rederived))
+
+
+def _utc(moment: datetime | None) -> datetime | None:
+    return moment.replace(tzinfo=timezone.utc) if moment is not None and moment.tzinfo is None else moment
+
+
+@main.command()
+@click.argument("rev")
+@target_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def show(rev: str, repo: Path | None, target: str | None, as_json: bool) -> None:
+    """Everything stored about REV: its commit and every probe run of it."""
+    with workspace(repo, target) as ws:
+        sha = ws.repo.resolve(rev)
+        repo_id = ws.store.repository(ws.repo.path)
+        commit = ws.store.commit(repo_id, sha) or ws.repo.commit_info(sha)
+        runs = ws.store.runs(repo_id=repo_id, shas=[sha])
+    if as_json:
+        emit_json({"commit": render.commit_json(commit), "runs": [render.run_json(r) for r in runs]})
+    else:
+        out.print(render.commit_header(commit))
+        out.print(render.runs_table(runs, f"runs of {sha[:12]}") if runs else "no stored runs; measure it with `regtrack run`")
+
+
+@main.command()
+@click.option("--html", "html_path", required=True, type=click.Path(path_type=Path), help="The page to write: one self-contained HTML file.")
+@click.option("--range", "range_spec", help="First-parent range to show (A..B, or B; default: the target's branch).")
+@click.option("--probe", "probe_names", multiple=True, help="Probe to show (repeatable; default: the target's probes).")
+@click.option("--env", "environment", help="Only runs in this environment: a fingerprint prefix or part of the GPU name (cpu for none).")
+@target_options
+def report(html_path: Path, range_spec: str | None, probe_names: tuple[str, ...], environment: str | None, repo: Path | None, target: str | None) -> None:
+    """Write an HTML report of the stored results along the first-parent line; nothing is run."""
+    _check_writable(html_path)
+    with workspace(repo, target) as ws:
+        data = build_report(ws, range_spec, probe_names, environment)
+    _write_atomically(html_path, render_html(data))
+    click.echo(f"wrote {html_path}: {len(data.commits)} commits, {len(data.probes)} probes, {len(data.transitions)} transitions")
+
+
+def _check_writable(path: Path) -> None:
+    """Fail before the work, not after it."""
+    if path.is_dir():
+        raise UsageError(f"--html {path} is a directory; name a file, e.g. {path / 'report.html'}")
+    if not path.parent.is_dir():
+        raise UsageError(f"cannot write {path}: directory {path.parent} does not exist; create it or pass another --html")
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Through a temporary file in the same directory and a rename: a reader sees the old page or the new one."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        temporary.replace(path)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        raise UsageError(f"cannot write {path} ({exc.strerror}); check its directory's permissions or pass another --html") from None

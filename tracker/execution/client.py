@@ -1,0 +1,341 @@
+"""The parent's side of a probe worker: start it, send it jobs, tell a result from a crash, a
+timeout or an out-of-memory kill. The protocol is described in ``tracker.execution.worker``."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import select
+import selectors
+import signal
+import subprocess
+import sys
+import sysconfig
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import asdict
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from probes import Outcome
+from tracker.core.errors import UsageError
+
+if TYPE_CHECKING:
+    from tracker.core.records import EnvironmentInfo
+
+from tracker.execution.protocol import (
+    LOG_TAIL_LINES,
+    NONCE_ENV,
+    OOM_KILL_SIGNATURE,
+    STACK_DUMP_WAIT_S,
+    STOP_GRACE_S,
+    Job,
+    JobResult,
+)
+
+
+class WorkerClient:
+    """The parent's handle on one worker process, started on first use and restarted after a crash.
+
+    One thread at a time may call ``start``, ``run``, ``environment`` and ``close``; ``kill`` may be
+    called from any thread (e.g. on Ctrl-C) and makes the client unusable.
+    """
+
+    def __init__(self, log_path: Path, env: Mapping[str, str] | None = None, start_timeout_s: float = 300.0):
+        self.log_path = log_path
+        self.start_timeout_s = start_timeout_s
+        self.start_s: float | None = None
+        """Seconds the last start took, from spawn to the worker's ready message."""
+        self._nonce = secrets.token_hex(8)
+        self._env = {**_child_env(env or {}), NONCE_ENV: self._nonce}
+        self._process: _Process | None = None
+        self._closed = False
+        self._lock = threading.Lock()
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process else None
+
+    def __enter__(self) -> WorkerClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def start(self) -> None:
+        if self._process is not None:
+            if self._process.alive():
+                return
+            self._stop(self._process)
+        started = time.monotonic()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the worker client is closed")
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            self._process = process = _Process.spawn(self._env, self.log_path, self._nonce)
+        try:
+            hello = process.receive(self.start_timeout_s)
+        except TimeoutError:
+            self._stop(process)
+            raise UsageError(
+                f"probe worker did not start within {self.start_timeout_s:g}s; see {self.log_path}"
+            ) from None
+        except BaseException:
+            self._stop(process)
+            raise
+        if hello is None or "ready" not in hello:
+            code = self._stop(process)
+            message = hello["error"] if hello else f"probe worker {_death(code)} while starting: {self._log_tail(0, 1)}"
+            raise UsageError(f"{message}; see {self.log_path}")
+        self.start_s = time.monotonic() - started
+
+    def run(self, job: Job, timeout_s: float) -> JobResult:
+        """One job; a worker that dies is a CRASH, one past ``timeout_s`` a TIMEOUT, both restarted lazily."""
+        self.start()
+        process = self._live()
+        offset = _size(self.log_path)
+        started = time.monotonic()
+        try:
+            process.send({"op": "run", "job": asdict(job)})
+            reply = process.receive(timeout_s)
+        except TimeoutError:
+            process.dump_stacks()
+            self._stop(process)
+            elapsed = time.monotonic() - started
+            return JobResult(Outcome.TIMEOUT, {}, f"timed out after {timeout_s:g}s", self._log_tail(offset), elapsed)
+        except BrokenPipeError:
+            reply = None
+        except BaseException:
+            self._stop(process)
+            raise
+        if reply is None:
+            code = self._stop(process)
+            elapsed = time.monotonic() - started
+            if code == -signal.SIGKILL:
+                return JobResult(Outcome.ERROR, {}, OOM_KILL_SIGNATURE, self._log_tail(offset), elapsed)
+            return JobResult(Outcome.CRASH, {}, f"worker {_death(code)}", self._log_tail(offset), elapsed)
+        if "error" in reply:
+            raise UsageError(reply["error"])
+        result = reply["result"]
+        return JobResult(
+            Outcome(result["outcome"]), result["metrics"], result["signature"], result["detail"], result["duration_s"]
+        )
+
+    def environment(self, device: str) -> EnvironmentInfo:
+        from tracker.core.records import EnvironmentInfo
+
+        self.start()
+        process = self._live()
+        try:
+            process.send({"op": "environment", "device": device})
+            reply = process.receive(self.start_timeout_s)
+        except (TimeoutError, BrokenPipeError):
+            reply = None
+        except BaseException:
+            self._stop(process)
+            raise
+        if reply is None or "environment" not in reply:
+            self._stop(process)
+            raise UsageError(f"probe worker failed to report its environment; see {self.log_path}")
+        if reply.get("device_error"):
+            raise UsageError(reply["device_error"])
+        return EnvironmentInfo(**reply["environment"])
+
+    def kill(self) -> None:
+        with self._lock:
+            self._closed = True
+            if self._process is not None:
+                self._process.kill()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+        if self._process is not None:
+            self._stop(self._process, STOP_GRACE_S)
+
+    def _live(self) -> _Process:
+        if self._process is None:
+            raise RuntimeError("the worker client is closed")
+        return self._process
+
+    def _stop(self, process: _Process, grace_s: float = 0.0) -> int:
+        """Stop ``process`` (killing it unless it exits within ``grace_s``) and forget it; its exit code."""
+        if self._process is process:
+            self._process = None
+        return process.stop(grace_s)
+
+    def _log_tail(self, offset: int, lines: int = LOG_TAIL_LINES) -> str:
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(offset)
+                text = log.read().decode(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.strip().splitlines()[-lines:])
+
+
+class _Process:
+    """A running worker: its Popen, the protocol pipes and a read buffer."""
+
+    def __init__(self, popen: subprocess.Popen[bytes], nonce: str, log_path: Path):
+        self.popen = popen
+        self.pid = popen.pid
+        self._stdin: IO[bytes] = popen.stdin  # type: ignore[assignment]
+        self._stdout = popen.stdout.fileno()  # type: ignore[union-attr]
+        self._prefix = nonce.encode() + b" "
+        self._log_path = log_path
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._stdout, selectors.EVENT_READ)
+        self._exit_fd = _pidfd(popen.pid)
+        if self._exit_fd is not None:
+            self._selector.register(self._exit_fd, selectors.EVENT_READ)
+        self._buffer = b""
+
+    @classmethod
+    def spawn(cls, env: Mapping[str, str], log_path: Path, nonce: str) -> _Process:
+        with open(log_path, "wb") as log:
+            popen = subprocess.Popen(
+                [sys.executable, "-m", "tracker.execution.worker"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                env=dict(env),
+                start_new_session=True,
+                bufsize=0,
+            )
+        return cls(popen, nonce, log_path)
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def send(self, message: Mapping[str, Any]) -> None:
+        self._stdin.write(json.dumps(message).encode() + b"\n")
+
+    def receive(self, timeout_s: float) -> dict[str, Any] | None:
+        """The next message; None once the worker has exited (or closed the pipe) without sending
+        one; TimeoutError when none came within ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            line = self._next_line()
+            if line is not None:
+                message = self._parse(line)
+                if message is not None:
+                    return message
+                continue
+            remaining = deadline - time.monotonic()
+            ready = self._selector.select(remaining) if remaining > 0 else []
+            if not ready:
+                raise TimeoutError
+            if any(key.fd == self._exit_fd for key, _ in ready) and not self._readable():
+                return None
+            if any(key.fd == self._stdout for key, _ in ready) and not self._read_chunk():
+                return None
+
+    def _next_line(self) -> bytes | None:
+        if b"\n" not in self._buffer:
+            return None
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line
+
+    def _parse(self, line: bytes) -> dict[str, Any] | None:
+        """A protocol message, or None for a stray line (logged); a damaged message is an error."""
+        if not line.startswith(self._prefix):
+            with open(self._log_path, "ab") as log:
+                log.write(b"regtrack: ignored stray output on the protocol pipe: " + line[:200] + b"\n")
+            return None
+        try:
+            return json.loads(line[len(self._prefix) :])
+        except ValueError:
+            raise UsageError(
+                f"the probe worker {self.pid} sent a damaged protocol message ({line[:80]!r}); see {self._log_path}"
+            ) from None
+
+    def _readable(self) -> bool:
+        """Whether the pipe holds data now (the worker's last words after it exited)."""
+        if not select.select([self._stdout], [], [], 0)[0]:
+            return False
+        return self._read_chunk()
+
+    def _read_chunk(self) -> bool:
+        chunk = os.read(self._stdout, 1 << 16)
+        self._buffer += chunk
+        return bool(chunk)
+
+    def dump_stacks(self) -> None:
+        """Ask the worker to write every thread's stack to its log (faulthandler on SIGUSR1)."""
+        try:
+            os.kill(self.pid, signal.SIGUSR1)
+        except ProcessLookupError:
+            return
+        time.sleep(STACK_DUMP_WAIT_S)
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def stop(self, grace_s: float) -> int:
+        try:
+            self._stdin.close()
+        except BrokenPipeError:
+            pass
+        try:
+            code = self.popen.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            code = self.popen.wait()
+        self.kill()
+        self._selector.close()
+        if self._exit_fd is not None:
+            os.close(self._exit_fd)
+        self.popen.stdout.close()  # type: ignore[union-attr]
+        return code
+
+
+def _pidfd(pid: int) -> int | None:
+    """A descriptor that becomes readable when ``pid`` exits (Linux 5.3+); None elsewhere."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def _death(code: int) -> str:
+    if code >= 0:
+        return f"exited with code {code}"
+    try:
+        return f"died ({signal.Signals(-code).name})"
+    except ValueError:
+        return f"died (signal {-code})"
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _child_env(extra: Mapping[str, str]) -> dict[str, str]:
+    """The worker's environment: ours plus ``extra``, with this checkout importable and the cwd not."""
+    from db.paths import cache_dir
+
+    env = {**os.environ, **extra}
+    paths = [_import_root(), extra.get("PYTHONPATH"), os.environ.get("PYTHONPATH")]
+    env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    env["PYTHONSAFEPATH"] = "1"
+    # bytecode of the revisions' modules goes to the cache, never into their read-only snapshots
+    env.setdefault("PYTHONPYCACHEPREFIX", str(cache_dir() / "pycache"))
+    return env
+
+
+def _import_root() -> str | None:
+    """The directory holding the ``tracker`` package, unless it is a site directory already on the path."""
+    root = Path(__file__).resolve().parent.parent
+    site_dirs = {Path(sysconfig.get_path(name)).resolve() for name in ("purelib", "platlib")}
+    return None if root in site_dirs else str(root)
+
+
