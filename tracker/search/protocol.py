@@ -1,0 +1,61 @@
+"""The strategy protocol every search speaks, and what a search concludes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
+
+from tracker.core.verdicts import Verdict
+
+StrategyName = Literal["auto", "binary", "kary", "bayes"]
+STRATEGIES: tuple[str, ...] = ("auto", "binary", "kary", "bayes")
+# Pseudo-runs behind the flake-rate prior when no history says how many runs it rests on.
+DEFAULT_PRIOR_STRENGTH = 50.0
+
+
+@dataclass(frozen=True)
+class StrategyAnswer:
+    """What a search concluded.
+
+    ``culprit`` is the first bad index when it is pinned down (deterministic strategies) or the
+    most probable one (Bayesian; see ``confidence``); otherwise ``candidates`` holds every index
+    that may be it (skipped revisions leave several; for the Bayesian search, the smallest set of
+    indices holding ``confidence`` of the culprit mass). ``confidence`` is 1.0 for deterministic
+    answers, else the posterior probability of the answer given (culprit, or "no culprit").
+    ``no_culprit`` is the Bayesian verdict "the failure is flaky: no commit in the range broke it".
+    ``fail_rate_before`` / ``fail_rate_after`` are the fractions of failing runs seen before and
+    from the culprit on (None when the answer is deterministic or there were no such runs).
+    """
+
+    culprit: int | None
+    candidates: tuple[int, ...]
+    confidence: float = 1.0
+    no_culprit: bool = False
+    fail_rate_before: float | None = None
+    fail_rate_after: float | None = None
+
+
+# The name the session and the first tests know.
+BisectAnswer = StrategyAnswer
+
+
+class InconsistentVerdicts(ValueError):
+    """A good verdict after a bad one: the results contradict a single transition."""
+
+
+@runtime_checkable
+class Strategy(Protocol):
+    name: str
+
+    def next_indices(self, k: int, in_flight: frozenset[int] = frozenset()) -> list[int]: ...
+
+    def record(self, index: int, verdict: Verdict) -> None: ...
+
+    def done(self) -> bool: ...
+
+    def answer(self) -> StrategyAnswer: ...
+
+
+def check_k(k: int) -> None:
+    if k < 1:
+        raise ValueError(f"k must be at least 1, not {k}")
