@@ -14,7 +14,8 @@ from pathlib import Path
 # Runs from a checkout, where regtrack need not be installed.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tracker.demo.history import DEFAULT_COMMITS, build_demo_history, manifest_path, write_manifest
+from tracker.demo.history import DEFAULT_COMMITS, build_demo_history
+from tracker.demo.manifest import manifest_path, write_manifest
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from tracker.cli.app import main
-from tracker.demo.history import DemoManifest, manifest_path
+from tracker.demo.manifest import DemoManifest, manifest_path
 
 
 @pytest.fixture(scope="module")

@@ -9,13 +9,10 @@ it; earlier trees hold the same files with some of the edits of ``tracker.demo.b
 from __future__ import annotations
 
 import importlib.util
-import json
-import os
 import re
-import subprocess
 import tempfile
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tracker.demo.bugs import (
@@ -36,189 +33,12 @@ from tracker.demo.content import (
     UNRELATED,
     SideBranch,
 )
+from tracker.demo.fast_import import FastImportStream, Signature, fast_import, git
+from tracker.demo.manifest import BugSpan, DemoManifest, FlakyStretch, Untestable
 
 DEFAULT_COMMITS = 150
 MIN_COMMITS = 60
 BRANCH = "main"
-
-# ---------------------------------------------------------------------------- manifest
-
-
-@dataclass(frozen=True)
-class BugSpan:
-    """Where one planted bug appears and disappears on the first-parent line."""
-
-    probe: str
-    introduced: str
-    fixed: str
-    reverted: str | None = None
-    relanded: str | None = None
-    flaky: bool = False
-
-    def to_dict(self) -> dict[str, object]:
-        return {key: value for key, value in asdict(self).items() if value is not None and value is not False}
-
-
-@dataclass(frozen=True)
-class Untestable:
-    """The commits whose ``backend`` cannot be imported, and the commit that mends it."""
-
-    first: str
-    last: str
-    mended: str
-
-
-@dataclass(frozen=True)
-class FlakyStretch:
-    """The commits whose bug fails its probe only some of the time."""
-
-    bug: str
-    first: str
-    last: str
-    fixed: str
-
-
-@dataclass(frozen=True)
-class DemoManifest:
-    """What a demo history holds, by SHA: the ground truth that bisects and scans are checked against."""
-
-    commits: int
-    head: str
-    branch: str
-    bugs: dict[str, BugSpan]
-    untestable: Untestable
-    flaky: FlakyStretch
-    merges: tuple[str, ...]
-
-    def to_json(self) -> str:
-        data = asdict(self)
-        data["bugs"] = {name: span.to_dict() for name, span in self.bugs.items()}
-        data["merges"] = list(self.merges)
-        return json.dumps(data, indent=2) + "\n"
-
-    @classmethod
-    def from_json(cls, text: str) -> DemoManifest:
-        data = json.loads(text)
-        return cls(
-            commits=data["commits"],
-            head=data["head"],
-            branch=data["branch"],
-            bugs={name: BugSpan(**span) for name, span in data["bugs"].items()},
-            untestable=Untestable(**data["untestable"]),
-            flaky=FlakyStretch(**data["flaky"]),
-            merges=tuple(data["merges"]),
-        )
-
-
-def write_manifest(manifest: DemoManifest, file: Path) -> None:
-    file.parent.mkdir(parents=True, exist_ok=True)
-    file.write_text(manifest.to_json())
-
-
-def manifest_path(repo: Path, requested: Path | None = None) -> Path:
-    """``requested``, or ``<repo>.manifest.json`` beside the repository.
-
-    A manifest inside the repository would leave its work tree dirty, so that is refused.
-    """
-    repo = repo.resolve()
-    path = requested if requested is not None else repo.with_name(repo.name + ".manifest.json")
-    if path.resolve().is_relative_to(repo):
-        raise ValueError(f"the manifest {path} must not be inside the demo repository {repo}")
-    return path
-
-
-# ---------------------------------------------------------------------------- fast-import stream
-
-
-@dataclass(frozen=True)
-class Signature:
-    name: str
-    email: str
-    when: int
-    """Seconds since the epoch; written as UTC."""
-
-    def encode(self) -> bytes:
-        return f"{self.name} <{self.email}> {self.when} +0000".encode()
-
-
-def _data(payload: bytes) -> list[bytes]:
-    return [b"data %d\n" % len(payload), payload, b"\n"]
-
-
-class FastImportStream:
-    """A ``git fast-import`` stream built in memory and handed to git in chunks.
-
-    Blobs and commits share one mark counter; marks stay valid from chunk to chunk when the
-    importer exports and re-imports them. A blob whose content was written before reuses its mark.
-    """
-
-    def __init__(self) -> None:
-        self._chunks: list[bytes] = []
-        self._blob_marks: dict[bytes, int] = {}
-        self._last_mark = 0
-
-    def _new_mark(self) -> int:
-        self._last_mark += 1
-        return self._last_mark
-
-    def blob(self, content: bytes) -> int:
-        mark = self._blob_marks.get(content)
-        if mark is None:
-            mark = self._blob_marks[content] = self._new_mark()
-            self._chunks += [b"blob\nmark :%d\n" % mark, *_data(content)]
-        return mark
-
-    def commit(
-        self, ref: str, signature: Signature, message: str, parents: Sequence[int], files: Mapping[str, bytes]
-    ) -> int:
-        """A commit of ``parents[0]``'s tree with ``files`` written over it; returns its mark."""
-        modifies = [b"M 100644 :%d %s\n" % (self.blob(files[path]), path.encode()) for path in sorted(files)]
-        mark = self._new_mark()
-        who = signature.encode()
-        self._chunks += [b"commit %s\nmark :%d\nauthor %s\ncommitter %s\n" % (ref.encode(), mark, who, who)]
-        self._chunks += _data(message.encode())
-        if parents:
-            self._chunks.append(b"from :%d\n" % parents[0])
-            self._chunks += [b"merge :%d\n" % parent for parent in parents[1:]]
-        self._chunks += [*modifies, b"\n"]
-        return mark
-
-    def reset(self, ref: str) -> None:
-        """Forget ``ref``: with no ``from`` the branch has no commit, so it is never written."""
-        self._chunks.append(b"reset %s\n\n" % ref.encode())
-
-    def take(self) -> bytes:
-        """The commands written since the last call, as a complete stream."""
-        body = b"".join(self._chunks)
-        self._chunks.clear()
-        return b"feature done\n" + body + b"done\n"
-
-
-# ---------------------------------------------------------------------------- git
-
-
-def _git_env() -> dict[str, str]:
-    """The environment without ``GIT_*`` overrides or user and system config, which must not matter."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
-    env.update(GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1")
-    return env
-
-
-def _git(repo: Path, *args: str, stdin: bytes | None = None) -> str:
-    result = subprocess.run(["git", "-C", str(repo), *args], input=stdin, capture_output=True, env=_git_env())
-    if result.returncode != 0:
-        raise RuntimeError(f"git {args[0]} failed in {repo}: {result.stderr.decode(errors='replace').strip()}")
-    return result.stdout.decode()
-
-
-def _fast_import(repo: Path, stream: bytes, marks: Path) -> dict[int, str]:
-    """Import ``stream``, carrying marks over from earlier imports; returns every mark's SHA."""
-    _git(repo, "fast-import", "--quiet", f"--import-marks-if-exists={marks}", f"--export-marks={marks}", stdin=stream)
-    shas = {}
-    for line in marks.read_text().splitlines():
-        mark, sha = line.split()
-        shas[int(mark.lstrip(":"))] = sha
-    return shas
 
 
 # ---------------------------------------------------------------------------- the story
@@ -438,7 +258,7 @@ class _HistoryWriter:
         self._stream.reset(ref)
 
     def flush(self) -> None:
-        self.shas = _fast_import(self._repo, self._stream.take(), self._marks)
+        self.shas = fast_import(self._repo, self._stream.take(), self._marks)
 
 
 def backend_root() -> Path:
@@ -462,7 +282,7 @@ def build_demo_history(path: Path, commits: int = DEFAULT_COMMITS) -> DemoManife
     apply_edits(backend, list(EDIT_ORDER))  # every anchor must match before anything is written
     steps = _story(plan)
     path.mkdir(parents=True, exist_ok=True)
-    _git(path, "init", "--quiet", "-b", BRANCH)
+    git(path, "init", "--quiet", "-b", BRANCH)
     with tempfile.TemporaryDirectory() as scratch:
         writer = _HistoryWriter(path, Path(scratch) / "marks", backend)
         writer.initial()
@@ -477,7 +297,7 @@ def build_demo_history(path: Path, commits: int = DEFAULT_COMMITS) -> DemoManife
             else:
                 writer.merge(step.side)
         writer.flush()
-    _git(path, "reset", "--hard", "--quiet")
+    git(path, "reset", "--hard", "--quiet")
     return _manifest(plan, [writer.shas[mark] for mark in writer.first_parent])
 
 

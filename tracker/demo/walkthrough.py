@@ -10,14 +10,14 @@ from typing import Any
 from rich.console import Console
 
 from db.paths import data_dir
-
 from tracker.bisect_session import BisectReport, BisectSession
-from tracker.demo.history import DemoManifest, build_demo_history, manifest_path, write_manifest
-from tracker.core.errors import UsageError
-from tracker.execution.executors import LocalExecutor
 from tracker.cli.render import step_printer
-from tracker.targets.revisions import Repo
+from tracker.core.errors import UsageError
+from tracker.demo.history import build_demo_history
+from tracker.demo.manifest import DemoManifest, manifest_path, write_manifest
 from tracker.demo.story import Intent, intents, key_commits
+from tracker.execution.executors import LocalExecutor
+from tracker.targets.revisions import Repo
 from tracker.workspace import Workspace
 
 SHOWN_INTENT = {Intent.GOOD: "good", Intent.BAD: "bad", Intent.FLAKY: "flaky", Intent.UNTESTABLE: "skip"}
