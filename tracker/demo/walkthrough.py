@@ -10,8 +10,7 @@ from typing import Any
 from rich.console import Console
 
 from db.paths import data_dir
-from tracker.bisect_session import BisectReport, BisectSession
-from tracker.cli.render import step_printer
+from tracker.bisect_session import BisectReport, BisectSession, StepCallback
 from tracker.core.errors import UsageError
 from tracker.demo.history import build_demo_history
 from tracker.demo.manifest import DemoManifest, manifest_path, write_manifest
@@ -73,7 +72,9 @@ def first_parent_line(repo: Repo, manifest: DemoManifest) -> list[str]:
     return [root, *repo.first_parent_range(root, manifest.head)]
 
 
-def run_demo(ws: Workspace, manifest: DemoManifest, executor: LocalExecutor, seed: int | None, console: Console) -> DemoResult:
+def run_demo(
+    ws: Workspace, manifest: DemoManifest, executor: LocalExecutor, seed: int | None, console: Console, on_step: StepCallback | None = None
+) -> DemoResult:
     line = first_parent_line(ws.repo, manifest)
     expected = intents(manifest, line)
     probes = ws.probes(())
@@ -98,6 +99,6 @@ def run_demo(ws: Workspace, manifest: DemoManifest, executor: LocalExecutor, see
     ]
     for title, probe_name, good, bad in stories:
         console.print(f"bisect {title}: {probe_name}, good {good[:12]}, bad {bad[:12]}")
-        session = BisectSession(ws.store, ws.repo, probers[probe_name], on_step=step_printer(console))
+        session = BisectSession(ws.store, ws.repo, probers[probe_name], on_step=on_step)
         result.bisects.append(session.start(good, bad))
     return result

@@ -14,9 +14,15 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 from typing import cast
 
-from tracker.core.records import CommitInfo, RunRow, SessionRow, StepRow, TransitionRecord
-from probes.api import Outcome
-
+from tracker.core.verdicts import Outcome
+from tracker.core.records import (
+    CommitInfo,
+    RunRow,
+    SessionRow,
+    StepRow,
+    TransitionRecord,
+)
+from tracker.core.verdicts import BAD_OUTCOMES, verdict_of
 from tracker.queries import filter_runs
 from tracker.report.model import (
     Cell,
@@ -32,10 +38,9 @@ from tracker.report.model import (
     StepVerdict,
     StretchKind,
 )
-from tracker.targets.reuse import attempt_settings
 from tracker.scan import state_of
 from tracker.search.transitions import State, find_transitions
-from tracker.core.verdicts import BAD_OUTCOMES, verdict_of
+from tracker.targets.reuse import attempt_settings
 from tracker.workspace import Workspace
 
 CELL_STATE: dict[State, CellState] = {State.GOOD: "pass", State.BAD: "fail", State.SKIP: "skip", State.FLAKY: "flaky"}
