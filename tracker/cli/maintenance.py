@@ -81,7 +81,7 @@ def demo(path: Path | None, commits: int, as_json: bool, **execution: Any) -> No
     history_path = path or demo_api.default_path()
     manifest = demo_api.ensure_history(history_path, commits, err)
     with workspace(history_path, None) as ws, options.executor() as executor:
-        result = demo_api.run_demo(ws, manifest, executor, options.seed, err)
+        result = demo_api.run_demo(ws, manifest, executor, options.seed, err, render.step_printer(err))
     if as_json:
         emit_json(result.to_json())
     else:
