@@ -28,7 +28,7 @@ from tracker.targets.config import Target
 from tracker.execution.executors import Job, JobResult, LocalExecutor
 from tracker.execution.protocol import SNAPSHOT_MODIFIED
 from tracker.targets.reuse import Attempt, attempt_settings, attempts_of, complete_verdicts, settings_key
-from tracker.targets.revisions import Repo
+from tracker.targets.revisions import Repo, paths_key
 from tracker.targets.snapshots import SnapshotCache
 from tracker.core.verdicts import FlakeEstimate, Verdict, flake_estimate, verdict_of
 
@@ -93,7 +93,7 @@ class Prober:
         self.environment_id = store.environment(executor.environment())
         self.case_ids = [case.id for case in probe.cases]
         self.case_keys = {case.id: settings_key(executor.dtype, seed, case.params) for case in probe.cases}
-        self.paths_key = ",".join(target.paths)
+        self.paths_key = paths_key(target.paths)
         self.executions = 0
         self.reused = 0
 
