@@ -26,153 +26,42 @@ up to ``GOOD_END_ATTEMPTS`` times until it passes and the bad end up to ``BAD_EN
 until it fails (an intermittent bug that fails one run in four still fails within ten runs 94 % of
 the time); every attempt is evidence for the search, and an end that never behaves, or that is
 untestable, stops the session as above.
+
+Direction. With ``find_fix`` (see ``tracker.bisect_options``) the search runs from the bad end to
+a later good one, every verdict fed to the strategy inverted: the old end must fail and the new
+end pass, each checked as above, and the culprit is the first fixed commit.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from db.store import Store
-
-from tracker.core.records import CommitInfo, FINISHED, SessionRow
-
-from tracker.execution import owners
-from tracker.search.strategies import DEFAULT_PRIOR_STRENGTH, Strategy, StrategyName, make_strategy
+from tracker.bisect_options import (
+    BisectOptions,
+    BisectReport,
+    FlakePrior,
+    Step,
+    StoredOptions,
+    searched,
+    take_session,
+)
 from tracker.core.errors import UsageError
+from tracker.core.records import CommitInfo, SessionRow
+from tracker.core.verdicts import Verdict
+from tracker.execution import owners
 from tracker.measure import Measurement, Prober, Request
+from tracker.search.strategies import DEFAULT_PRIOR_STRENGTH, Strategy, make_strategy
+from tracker.search.transitions import group_runs
 from tracker.targets.reuse import Attempt
 from tracker.targets.revisions import Repo
-from tracker.search.transitions import group_runs
-from tracker.core.verdicts import Verdict
 
 GOOD_END_ATTEMPTS = 3
 BAD_END_ATTEMPTS = 10
 FLAKE_AWARE: frozenset[str] = frozenset({"auto", "bayes"})
 # A flake rate read from fewer repeated runs is no history: "no flake in 4 runs" says little.
 MIN_HISTORY_RUNS = 10
-
-
-@dataclass(frozen=True)
-class BisectOptions:
-    """How to search: ``workers`` revisions are measured side by side in each round; ``max_runs``
-    bounds the executions of the session (None: no bound)."""
-
-    strategy: StrategyName = "auto"
-    workers: int = 1
-    confidence: float = 0.95
-    max_runs: int | None = None
-
-
-@dataclass(frozen=True)
-class FlakePrior:
-    """The probe's flake rate read from history when the session started, and its weight in pseudo-runs."""
-
-    rate: float
-    runs: float
-
-
-@dataclass(frozen=True)
-class StoredOptions:
-    """What a session stores to be resumed as the same search."""
-
-    search: BisectOptions
-    execution: Mapping[str, Any]
-    prior: FlakePrior | None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"search": asdict(self.search), "execution": dict(self.execution), "prior": asdict(self.prior) if self.prior else None}
-
-    @classmethod
-    def of(cls, session: SessionRow) -> StoredOptions:
-        if not session.options:
-            raise UsageError(
-                f"bisect session {session.id} was started by an older regtrack that did not store its options; "
-                "start a new bisect with --good and --bad"
-            )
-        prior = session.options.get("prior")
-        return cls(BisectOptions(**session.options["search"]), session.options["execution"], FlakePrior(**prior) if prior else None)
-
-
-def open_session(store: Store, repo_id: int, target: str, probe_id: int, probe_name: str) -> SessionRow:
-    """The newest unfinished bisect of this target and probe, now driven by this process alone."""
-    sessions = store.open_sessions(repo_id, target, probe_id)
-    if not sessions:
-        raise UsageError(f"no unfinished bisect of probe {probe_name!r} on target {target!r}; start one with --good and --bad")
-    take_session(store, sessions[0].id)
-    return sessions[0]
-
-
-def take_session(store: Store, session_id: int) -> None:
-    """Make this process the session's one driver (again, if it is already)."""
-    holder = store.take_session(session_id, owners.this_process(), owners.is_stale)
-    if holder == FINISHED:
-        raise UsageError(f"bisect session {session_id} was finished by another process meanwhile; see `regtrack report`")
-    if holder is not None:
-        raise UsageError(
-            f"bisect session {session_id} is being driven by another process ({holder}); wait for it to finish or stop it, then --resume"
-        )
-
-
-@dataclass(frozen=True)
-class Step:
-    sha: str
-    verdict: Verdict
-    reused: bool
-
-
-@dataclass
-class BisectReport:
-    session_id: int
-    probe: str
-    good: str
-    bad: str
-    strategy: str
-    culprit: CommitInfo | None
-    candidates: list[CommitInfo]
-    confidence: float = 1.0
-    no_culprit: bool = False
-    fail_rate_before: float | None = None
-    fail_rate_after: float | None = None
-    switch_reason: str | None = None
-    flake_rate_prior: float | None = None
-    culprit_measurement: Measurement | None = None
-    parent_measurement: Measurement | None = None
-    steps: list[Step] = field(default_factory=list)
-    executions: int = 0
-    reused: int = 0  # steps answered from stored results
-    rounds: int = 0
-
-    def to_json(self) -> dict[str, object]:
-        def measured(m: Measurement | None) -> dict[str, object] | None:
-            if m is None:
-                return None
-            return {"sha": m.sha, "verdict": m.verdict.value, "signature": m.signature, "metrics": m.metrics}
-
-        return {
-            "session": self.session_id,
-            "probe": self.probe,
-            "good": self.good,
-            "bad": self.bad,
-            "strategy": self.strategy,
-            "culprit": self.culprit.sha if self.culprit else None,
-            "subject": self.culprit.subject if self.culprit else None,
-            "pr_number": self.culprit.pr_number if self.culprit else None,
-            "candidates": [c.sha for c in self.candidates],
-            "confidence": self.confidence,
-            "no_culprit": self.no_culprit,
-            "fail_rate_before": self.fail_rate_before,
-            "fail_rate_after": self.fail_rate_after,
-            "switch_reason": self.switch_reason,
-            "flake_rate_prior": self.flake_rate_prior,
-            "culprit_result": measured(self.culprit_measurement),
-            "parent_result": measured(self.parent_measurement),
-            "steps": [{**asdict(s), "verdict": s.verdict.value} for s in self.steps],
-            "executions": self.executions,
-            "reused": self.reused,
-            "rounds": self.rounds,
-        }
 
 
 class BadEnd(UsageError):
@@ -194,7 +83,7 @@ class BisectSession:
         """A new session; ``execution`` (the settings the prober's executor runs with) is stored so
         that ``--resume`` rebuilds the same executor."""
         good, bad = self.repo.resolve(good_rev), self.repo.resolve(bad_rev)
-        line = [good, *self.repo.first_parent_range(good, bad)]
+        line = self._line(good, bad, self.options.find_fix)
         stored = StoredOptions(self.options, dict(execution or {}), self._flake_prior())
         session_id = self.store.start_session(
             self.prober.repo_id,
@@ -213,8 +102,19 @@ class BisectSession:
         run with the session's stored execution settings."""
         stored = StoredOptions.of(session)
         take_session(self.store, session.id)
-        line = [session.good_sha, *self.repo.first_parent_range(session.good_sha, session.bad_sha)]
+        line = self._line(session.good_sha, session.bad_sha, stored.search.find_fix)
         return self._drive(session.id, line, stored)
+
+    def _line(self, good: str, bad: str, find_fix: bool) -> list[str]:
+        """The first-parent line from the old end to the new one: good to bad, or bad to good."""
+        if not find_fix:
+            return [good, *self.repo.first_parent_range(good, bad)]
+        if good == bad or not self.repo.is_ancestor(bad, good):
+            raise UsageError(
+                f"with --find-fix, --bad {bad[:12]} (where the probe fails) must be older than --good {good[:12]} "
+                "(where it passes); pass a --good from the later history of --bad"
+            )
+        return [bad, *self.repo.first_parent_range(bad, good)]
 
     def _flake_prior(self) -> FlakePrior | None:
         flake = self.prober.flake_history()
@@ -243,18 +143,19 @@ class _Run:
         self.session, self.prober, self.session_id = session, session.prober, session_id
         self.options = stored.search
         self.strategy_name = self.options.strategy
-        self.good, self.bad = line[0], line[-1]
+        self.find_fix = self.options.find_fix
+        self.old, self.new = line[0], line[-1]
         trees = self.prober.record_commits(line)
         runs = group_runs([trees[sha] for sha in line])
         if len(runs) < 2:
             raise UsageError(
-                f"{self.good[:12]} and {self.bad[:12]} have the same tree under the target's paths, so no commit between "
+                f"{self.old[:12]} and {self.new[:12]} have the same tree under the target's paths, so no commit between "
                 "them can change the probe's result; pick ends where the target differs"
             )
-        # Index 0 measures the good end itself, the last index the bad end; the others the first
+        # Index 0 measures the old end itself, the last index the new end; the others the first
         # commit of their tree. A commit maps to the index of its tree's run.
         self.candidates = [line[r.start] for r in runs]
-        self.shas = [self.good, *self.candidates[1:-1], self.bad]
+        self.shas = [self.old, *self.candidates[1:-1], self.new]
         self.trees = [trees[sha] for sha in self.shas]
         self.index_of = {line[i]: index for index, r in enumerate(runs) for i in r}
         self.flake_rate_prior = stored.prior.rate if stored.prior else None
@@ -270,6 +171,7 @@ class _Run:
         self.flake_aware = self.strategy_name in FLAKE_AWARE
         self.steps: list[Step] = []
         self.verdicts: dict[int, list[Verdict]] = {}
+        """The verdicts fed to the strategy at each index (inverted in a fix search)."""
         self.fed: dict[int, int] = {}
         """The newest attempt fed for each index."""
         self.measurements: dict[int, Measurement] = {}
@@ -281,12 +183,13 @@ class _Run:
     # -- evidence ---------------------------------------------------------------------------------
 
     def _feed(self, index: int, verdict: Verdict, reused: bool, attempt: int, measurement: Measurement | None = None) -> None:
-        """One verdict to the strategy; stored as a step unless it is a stored step replayed."""
+        """One measured verdict to the strategy, as the direction has it; stored as a step unless
+        it is a stored step replayed."""
         step = Step(self.shas[index], verdict, reused)
         self.steps.append(step)
-        self.verdicts.setdefault(index, []).append(verdict)
+        self.verdicts.setdefault(index, []).append(searched(verdict, self.find_fix))
         self.fed[index] = max(self.fed.get(index, 0), attempt)
-        self.strategy.record(index, verdict)
+        self.strategy.record(index, searched(verdict, self.find_fix))
         if measurement is not None:
             self.session.store.add_step(self.session_id, step.sha, verdict.value, reused, attempt, self.rounds)
             if self.session.on_step is not None:
@@ -324,6 +227,8 @@ class _Run:
     # -- the ends ---------------------------------------------------------------------------------
 
     def verify_ends(self) -> None:
+        """In the strategy's terms: the old end is good and the new end bad (in a fix search, the
+        old end fails and the new end passes)."""
         ends = {0: (Verdict.GOOD, GOOD_END_ATTEMPTS), len(self.shas) - 1: (Verdict.BAD, BAD_END_ATTEMPTS)}
         while pending := [
             i for i, (expected, attempts) in ends.items() if not self._end_settled(i, expected, attempts if self.flake_aware else 1)
@@ -337,7 +242,7 @@ class _Run:
         if expected in (seen if self.flake_aware else seen[-1:]):
             return True
         if seen[-1] is Verdict.SKIP or len(seen) >= limit:
-            raise BadEnd(_bad_end_message(self.prober.probe.name, expected, self._measurement(index), len(seen)))
+            raise BadEnd(_bad_end_message(self.prober.probe.name, expected, self._measurement(index), len(seen), self.find_fix))
         return False
 
     # -- the search -------------------------------------------------------------------------------
@@ -355,22 +260,24 @@ class _Run:
         answer = self.strategy.answer()
         commit = self._commit
         culprit = commit(answer.culprit) if answer.culprit is not None else None
+        good, bad = (self.new, self.old) if self.find_fix else (self.old, self.new)
         report = BisectReport(
             session_id=self.session_id,
             probe=self.prober.probe.name,
-            good=self.good,
-            bad=self.bad,
+            good=good,
+            bad=bad,
             strategy=self.strategy_name,
             culprit=culprit,
             candidates=[commit(i) for i in answer.candidates],
             confidence=answer.confidence,
             no_culprit=answer.no_culprit,
-            fail_rate_before=answer.fail_rate_before,
-            fail_rate_after=answer.fail_rate_after,
+            fail_rate_before=self._fail_rate(answer.fail_rate_before),
+            fail_rate_after=self._fail_rate(answer.fail_rate_after),
             switch_reason=getattr(self.strategy, "switch_reason", None),
             flake_rate_prior=self.flake_rate_prior,
             steps=self.steps,
             rounds=self.rounds,
+            find_fix=self.find_fix,
         )
         if answer.culprit is not None:
             report.culprit_measurement = self._evidence(answer.culprit)
@@ -378,6 +285,12 @@ class _Run:
         report.executions = self._executions()
         report.reused = sum(step.reused for step in self.steps)
         return report
+
+    def _fail_rate(self, searched_rate: float | None) -> float | None:
+        """The share of real failures: in a fix search the strategy's failures are passes."""
+        if searched_rate is None or not self.find_fix:
+            return searched_rate
+        return 1.0 - searched_rate
 
     def _commit(self, index: int) -> CommitInfo:
         info = self.session.store.commit(self.prober.repo_id, self.candidates[index])
@@ -393,15 +306,16 @@ class _Run:
         return self.measurements.get(index) or self.prober.measure(self.shas[index], self.trees[index])
 
 
-def _bad_end_message(probe: str, expected: Verdict, measured: Measurement, attempts: int) -> str:
+def _bad_end_message(probe: str, expected: Verdict, measured: Measurement, attempts: int, find_fix: bool) -> str:
+    """``expected`` is the strategy's: good at the old end, bad at the new one."""
     evidence = measured.signature or measured.verdict.value
     times = f" in {attempts} runs" if attempts > 1 else ""
-    if expected is Verdict.GOOD:
-        return (
-            f"the good end {measured.sha[:12]} is {measured.verdict.value}{times} under {probe} ({evidence}); "
-            "pass an older --good that passes"
-        )
-    return (
-        f"the bad end {measured.sha[:12]} is {measured.verdict.value}{times} under {probe} ({evidence}); "
-        "pass a --bad that fails"
-    )
+    seen = f"{measured.sha[:12]} is {measured.verdict.value}{times} under {probe} ({evidence})"
+    old_end = expected is Verdict.GOOD
+    if find_fix and old_end:
+        return f"with --find-fix the old end must fail, but --bad {seen}; pass an older --bad that fails"
+    if find_fix:
+        return f"with --find-fix the new end must pass, but --good {seen}; pass a later --good that passes"
+    if old_end:
+        return f"the good end {seen}; pass an older --good that passes"
+    return f"the bad end {seen}; pass a --bad that fails"

@@ -12,7 +12,7 @@ from tracker.core.records import SessionRow
 from probes.api import Probe
 from probes.registry import get_probe
 
-from tracker.bisect_session import open_session
+from tracker.bisect_options import open_session
 from tracker.targets.config import Config, Target, load_config
 from tracker.core.errors import UsageError
 from tracker.execution.executors import LocalExecutor

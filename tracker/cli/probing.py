@@ -10,7 +10,8 @@ from typing import Any
 import click
 
 from db.paths import data_dir
-from tracker.bisect_session import BisectOptions, BisectSession, StoredOptions
+from tracker.bisect_options import BisectOptions, StoredOptions
+from tracker.bisect_session import BisectSession
 from tracker.cli import render
 from tracker.cli.app import (
     emit_json,
