@@ -67,7 +67,7 @@ def one_line_error(result: subprocess.CompletedProcess[str], *needles: str) -> N
 
 def run_json(home: Path, repo: Path, *args: str) -> list[dict]:
     result = regtrack(home, "run", "--repo", str(repo), *args, "--json")
-    assert result.returncode in (0, 1), result.stderr
+    assert result.returncode in (0, 1, 3), result.stderr  # 3: no probe could judge it
     return json.loads(result.stdout)
 
 

@@ -20,7 +20,8 @@ from tracker.demo.history import DemoManifest, build_demo_history
 from probes.api import Outcome
 from tracker.measure import CaseOutcome, Measurement
 from tracker.scan import ScanTransition
-from tracker.track import NewRegression, TrackResult, markdown_summary, track_lock
+from tracker.report.ci import markdown_summary
+from tracker.track import NewRegression, TrackResult, track_lock
 from tracker.search.transitions import Kind
 from tracker.core.verdicts import Verdict
 
@@ -74,9 +75,7 @@ def test_a_new_regression_is_bisected_reported_and_the_rerun_runs_nothing(tracke
     assert [(r["probe"], r["sha"]) for r in report["new_regressions"]] == [("swa_page_table", culprit)]
     assert "swa_page_table stale in last page" in report["new_regressions"][0]["signature"]
 
-    junit = ElementTree.parse(out / "regtrack-junit.xml").getroot()
-    failures = {case.get("name"): case.find("failure") is not None for case in junit.iter("testcase")}
-    assert failures == {"swa_page_table": True, "target_verify_metadata": False}
+    assert junit_failures(out) == {"swa_page_table": f"failing since {culprit[:12]}"}
     summary = (out / "regtrack-summary.md").read_text()
     assert culprit[:12] in summary and "#9005" in summary
     assert "&lt;img src=x onerror=alert(1)&gt; \\| plant the SWA bug (#9005)" in summary and "<img" not in summary
@@ -87,11 +86,18 @@ def test_a_new_regression_is_bisected_reported_and_the_rerun_runs_nothing(tracke
     assert json.loads((out / "regtrack-track.json").read_text())["new_regressions"][0]["sha"] == culprit
 
     again = track(repo, out, "--json")
-    assert again.exit_code == 0, again.output
+    assert again.exit_code == 1, "the head still fails"
     assert json.loads(again.stdout)["executions"] == 0 and json.loads(again.stdout)["commits"] == 0
+    assert junit_failures(out) == {"swa_page_table": f"failing since {culprit[:12]}"}, "the culprit comes from the stored transitions"
 
     listed = CliRunner().invoke(main, ["regressions", "--open", "--repo", str(repo), "--json"], catch_exceptions=False)
     assert [r["sha"] for r in json.loads(listed.stdout)] == [culprit]
+
+
+def junit_failures(out: Path) -> dict[str | None, str]:
+    """Each failing test case's message up to its signature."""
+    junit = ElementTree.parse(out / "regtrack-junit.xml").getroot()
+    return {case.get("name"): (failure.get("message") or "").split(":")[0] for case in junit.iter("testcase") if (failure := case.find("failure")) is not None}
 
 
 def test_a_second_concurrent_track_exits_with_a_clear_message(tracked: tuple[Path, DemoManifest], tmp_path: Path) -> None:

@@ -2,33 +2,37 @@
 
 It probes the commits that arrived on the branch since the last tracked one (the first run takes
 the branch head as its baseline), finds and pins down every transition among them with the scan,
-stores the transitions, and writes JUnit XML, a markdown summary and JSON. One job at a time per
-repository and target: a lock file in the data directory.
+stores the transitions, and judges every probe at the tracked head: failing (since which
+regression, when known), untestable, or passing. ``tracker.report.ci`` writes JUnit XML, a
+markdown summary and JSON from the result. One job at a time per repository and target: a lock
+file in the data directory.
+
+What the job is asked about is the tracked head: its exit status (``TrackResult.exit_status``) is
+1 when a probe fails there (or flakes), else 3 when no probe could judge it, else 0. Untestable
+commits between the last tracked one and the head are reported as stretches, not as a failure of
+the job: the head is what a CI gate ships. The head is judged even when nothing new arrived (from
+the stored results), so a head that still fails keeps failing the job.
 """
 
 from __future__ import annotations
 
 import fcntl
 import hashlib
-import html
-import json
-import re
-import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from xml.etree import ElementTree
 
 from db.paths import data_dir
-from tracker.core.records import TransitionRecord
-
 from tracker.core.errors import UsageError
+from tracker.core.records import CommitInfo, TransitionRecord
+from tracker.core.verdicts import Verdict
 from tracker.execution.executors import LocalExecutor
 from tracker.measure import Measurement, Prober
-from tracker.scan import ScanReport, ScanTransition, Scanner
-from tracker.search.transitions import Kind
+from tracker.report.ci import ExitStatus, exit_status
+from tracker.scan import Scanner, ScanReport, ScanTransition, state_of
+from tracker.search.transitions import Kind, State
 from tracker.workspace import Workspace
 
 
@@ -37,6 +41,48 @@ class NewRegression:
     transition: ScanTransition
     measurement: Measurement
     parent: str
+
+
+@dataclass(frozen=True)
+class HeadVerdict:
+    """A probe at the tracked head: its state over the head tree's stored attempts, its latest
+    measurement, and the regression it has failed since (None when it passes, or when no
+    regression before the head is known: it failed already at ``first``, the oldest commit the
+    job looked at)."""
+
+    probe: str
+    state: State
+    measurement: Measurement
+    first: str
+    culprit: CommitInfo | None = None
+
+    @property
+    def failing(self) -> bool:
+        """A flaky head fails some of its runs: for a gate, as failing as a bad one."""
+        return self.state in (State.BAD, State.FLAKY)
+
+    @property
+    def verdict(self) -> Verdict:
+        if self.failing:
+            return Verdict.BAD
+        return Verdict.GOOD if self.state is State.GOOD else Verdict.SKIP
+
+    @property
+    def failing_since(self) -> str:
+        """The JUnit message: since the culprit, or since ``first`` or earlier when none is known."""
+        if self.culprit is not None:
+            return f"failing since {self.culprit.sha[:12]}"
+        return f"failing since {self.first[:12]} or earlier"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "probe": self.probe,
+            "state": self.state.value,
+            "verdict": self.verdict.value,
+            "signature": self.measurement.signature,
+            "failing_since": self.culprit.sha if self.culprit and self.failing else None,
+            "first": self.first,
+        }
 
 
 @dataclass
@@ -49,6 +95,11 @@ class TrackResult:
     scan: ScanReport | None = None
     new_regressions: list[NewRegression] = field(default_factory=list)
     new_transitions: list[TransitionRecord] = field(default_factory=list)
+    at_head: list[HeadVerdict] = field(default_factory=list)
+
+    @property
+    def exit_status(self) -> ExitStatus:
+        return exit_status({self.head: [h.verdict for h in self.at_head]})
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -68,6 +119,8 @@ class TrackResult:
                 }
                 for r in self.new_regressions
             ],
+            "at_head": [h.to_json() for h in self.at_head],
+            "exit_status": int(self.exit_status),
         }
 
 
@@ -91,22 +144,43 @@ def run_track(ws: Workspace, branch: str, executor: LocalExecutor, seed: int | N
     head = ws.repo.head_of(branch)
     since = ws.store.last_tracked(repo_id, ws.target.name, branch)
     result = TrackResult(ws.target.name, branch, head, since, commits=0)
-    if since == head:
-        return result
-    line = [head] if since is None else [since, *ws.repo.first_parent_range(since, head)]
-    result.commits = len(line) - (0 if since is None else 1)
-    result.scan = Scanner(ws.repo, probers).scan(line)
-    records = [_record(t, "track") for t in result.scan.transitions]
-    result.new_transitions = ws.store.record_transitions(repo_id, ws.target.name, records)
-    new_shas = {(t.probe, t.sha) for t in result.new_transitions if t.kind == Kind.REGRESSION.value}
-    by_probe = {p.probe.name: p for p in probers}
+    line = [head] if since is None or since == head else [since, *ws.repo.first_parent_range(since, head)]
     trees = probers[0].record_commits(line)
-    for t in result.scan.transitions:
-        if (t.probe, t.commit.sha) in new_shas:
-            measurement = by_probe[t.probe].measure(t.commit.sha, trees[t.commit.sha])
-            result.new_regressions.append(NewRegression(t, measurement, t.commit.parents[0] if t.commit.parents else ""))
+    if since != head:
+        result.commits = len(line) - (0 if since is None else 1)
+        result.scan = Scanner(ws.repo, probers).scan(line)
+        records = [_record(t, "track") for t in result.scan.transitions]
+        result.new_transitions = ws.store.record_transitions(repo_id, ws.target.name, records)
+        new_shas = {(t.probe, t.sha) for t in result.new_transitions if t.kind == Kind.REGRESSION.value}
+        by_probe = {p.probe.name: p for p in probers}
+        for t in result.scan.transitions:
+            if (t.probe, t.commit.sha) in new_shas:
+                measurement = by_probe[t.probe].measure(t.commit.sha, trees[t.commit.sha])
+                result.new_regressions.append(NewRegression(t, measurement, t.commit.parents[0] if t.commit.parents else ""))
+    result.at_head = [_at_head(ws, prober, result.scan, line[0], head, trees[head]) for prober in probers]
     ws.store.set_tracked(repo_id, ws.target.name, branch, head)
     return result
+
+
+def _at_head(ws: Workspace, prober: Prober, scan: ScanReport | None, first: str, head: str, tree: str) -> HeadVerdict:
+    """The probe at the head, from the store when the scan (or an earlier job) measured it."""
+    measurement = prober.measure(head, tree)
+    state = state_of(prober.attempt_verdicts(tree))
+    culprit = _failing_since(ws, prober, scan, head) if state in (State.BAD, State.FLAKY) else None
+    return HeadVerdict(prober.probe.name, state, measurement, first, culprit)
+
+
+def _failing_since(ws: Workspace, prober: Prober, scan: ScanReport | None, head: str) -> CommitInfo | None:
+    """The last regression of the probe before the head: the scan's last transition, else the
+    newest stored transition on the head's history; None when that one is a fix, or there is none."""
+    name = prober.probe.name
+    found = [t for t in scan.transitions if t.probe == name] if scan else []
+    if found:
+        return found[-1].commit if found[-1].kind is Kind.REGRESSION else None
+    for t in reversed(ws.store.transitions(prober.repo_id, ws.target.name, name)):
+        if ws.repo.is_ancestor(t.sha, head):
+            return ws.store.commit(prober.repo_id, t.sha) if t.kind == Kind.REGRESSION.value else None
+    return None
 
 
 def _record(t: ScanTransition, trigger: str) -> TransitionRecord:
@@ -124,85 +198,3 @@ def _record(t: ScanTransition, trigger: str) -> TransitionRecord:
 
 def record_scan(ws: Workspace, repo_id: int, report: ScanReport) -> None:
     ws.store.record_transitions(repo_id, ws.target.name, [_record(t, "scan") for t in report.transitions])
-
-
-def reproduce_command(repo: Path, regression: NewRegression) -> str:
-    """A shell command line, each argument quoted: the repository path may hold spaces or ``$``."""
-    t = regression.transition
-    ends = ["--good", regression.parent[:12], "--bad", t.commit.sha[:12]]
-    return shlex.join(["regtrack", "bisect", "--repo", str(repo), "--probe", t.probe, *ends])
-
-
-def junit_xml(result: TrackResult, probes: list[str]) -> str:
-    """One test case per probe; a probe with a new regression is a failure."""
-    failing = {r.transition.probe: r for r in result.new_regressions}
-    root = ElementTree.Element("testsuites")
-    suite = ElementTree.SubElement(
-        root, "testsuite", name=f"regtrack.{result.target}", tests=str(len(probes)), failures=str(len(failing))
-    )
-    for probe in probes:
-        case = ElementTree.SubElement(suite, "testcase", classname=f"regtrack.{result.target}", name=probe)
-        if probe in failing:
-            r = failing[probe]
-            failure = ElementTree.SubElement(
-                case, "failure", message=f"regression at {r.transition.commit.sha[:12]}: {r.measurement.signature or ''}"
-            )
-            failure.text = f"{r.transition.commit.subject}\n{json.dumps(r.measurement.metrics)}"
-    return ElementTree.tostring(root, encoding="unicode", xml_declaration=True)
-
-
-def markdown_summary(result: TrackResult, repo: Path) -> str:
-    """Fit for a CI job summary or an issue body."""
-    window = f"{result.since[:12]}..{result.head[:12]}" if result.since else f"baseline {result.head[:12]}"
-    lines = [f"## regtrack: {result.target} on {result.branch} ({window}, {result.commits} new commits)", ""]
-    if not result.new_regressions:
-        lines.append("No new regression.")
-    for r in result.new_regressions:
-        t, m = r.transition, r.measurement
-        pr = f"#{t.commit.pr_number}" if t.commit.pr_number else "—"
-        metrics = ", ".join(f"{k}={v:.3g}" for k, v in m.metrics.items()) or "—"
-        lines += [
-            f"### New regression in `{t.probe}`",
-            "",
-            "| culprit | PR | subject | failure | metrics |",
-            "|---|---|---|---|---|",
-            f"| `{t.commit.sha[:12]}` | {pr} | {_cell(t.commit.subject)} | {_cell(m.signature or '')} | {_cell(metrics)} |",
-            "",
-            f"Reproduce: {_code(reproduce_command(repo, r))}",
-            "",
-        ]
-    if result.scan and result.scan.transitions:
-        lines += ["", "| probe | transition | commit | pairs with |", "|---|---|---|---|"]
-        for t in result.scan.transitions:
-            pair = f"{t.pair.kind} `{t.pair.sha[:12]}`" if t.pair else ""
-            lines.append(f"| `{t.probe}` | {t.kind.value} | `{t.commit.sha[:12]}` {_cell(t.commit.subject)} | {pair} |")
-    return "\n".join(lines) + "\n"
-
-
-def _cell(text: str) -> str:
-    """Text for a table cell: GitHub renders HTML in markdown, and ``|`` would end the cell."""
-    return html.escape(text, quote=False).replace("|", "\\|").replace("\n", " ")
-
-
-def _code(text: str) -> str:
-    """A code span that holds ``text`` whatever backticks it contains (CommonMark's rule)."""
-    fence = "`" * (max(map(len, re.findall("`+", text)), default=0) + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
-
-
-def write_reports(result: TrackResult, out_dir: Path, repo: Path, probes: list[str]) -> list[Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    files = {
-        "regtrack-junit.xml": junit_xml(result, probes),
-        "regtrack-summary.md": markdown_summary(result, repo),
-        "regtrack-track.json": json.dumps(result.to_json(), indent=2, default=str) + "\n",
-    }
-    written = []
-    for name, text in files.items():
-        path = out_dir / name
-        temporary = path.with_suffix(path.suffix + ".tmp")
-        temporary.write_text(text)
-        temporary.replace(path)
-        written.append(path)
-    return written

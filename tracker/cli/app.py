@@ -1,7 +1,8 @@
 """The ``regtrack`` command line: parses options, calls the Python API, prints.
 
 The group, its shared options and error handling; the commands live in probing, queries and
-maintenance. Exit codes: 0 ok, 1 a probe failed or a regression was found, 2 bad usage or input.
+maintenance. Exit codes: 0 ok, 1 a probe failed or a regression was found, 2 bad usage or input,
+3 (run and track) nothing failed but a commit asked about could not be judged by any probe.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def execution_settings(device: str, dtype: str | None, workers: int, timeout: fl
 
 
 EXECUTION_FLAGS = {"device": "--device", "dtype": "--dtype", "workers": "--workers", "timeout": "--timeout", "seed": "--seed"}
-SEARCH_FLAGS = {"strategy": "--strategy", "confidence": "--confidence", "max_runs": "--max-runs"}
+SEARCH_FLAGS = {"strategy": "--strategy", "confidence": "--confidence", "max_runs": "--max-runs", "find_fix": "--find-fix"}
 
 
 def given_with_resume(ctx: click.Context) -> list[str]:

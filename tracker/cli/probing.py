@@ -1,4 +1,10 @@
-"""Commands that run probes: run, bisect, scan, track."""
+"""Commands that run probes: run, bisect, scan, track.
+
+``run`` and ``track`` exit 0 when every commit asked about was judged and none is bad, 1 when one
+is bad, 3 when none is bad but one could not be judged by any probe (``tracker.report.ci``); for
+``track`` the commit asked about is the tracked head. ``bisect`` exits 1 when it names a commit
+(the first bad one, or with --find-fix the first fixed one), 0 when it names none; 2 is bad usage.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,7 @@ from typing import Any
 import click
 
 from db.paths import data_dir
+from probes.api import Probe
 from tracker.bisect_options import BisectOptions, StoredOptions
 from tracker.bisect_session import BisectSession
 from tracker.cli import render
@@ -26,26 +33,40 @@ from tracker.cli.app import (
 )
 from tracker.core.errors import UsageError
 from tracker.core.verdicts import Verdict
+from tracker.report.ci import exit_status, write_reports
 from tracker.scan import Scanner
 from tracker.search.strategies import STRATEGIES, StrategyName
 from tracker.search.transitions import State
-from tracker.track import record_scan, run_track, track_lock, write_reports
-from tracker.workspace import ExecutionOptions
+from tracker.track import record_scan, run_track, track_lock
+from tracker.workspace import ExecutionOptions, Workspace
+
+COMMAND_HELP = (
+    "A command line to probe with instead, as for git bisect run (exit 0 good, 125 untestable, 1-127 bad, "
+    "a signal or 128+ a crash); split like a shell would, never run through one; over the whole repository, no config needed."
+)
+
+
+def command_probe(ws: Workspace, command: str, probe_names: tuple[str, ...]) -> Probe:
+    if probe_names:
+        raise UsageError("give --probe or --command, not both")
+    return ws.command_probe(command)
 
 
 @main.command()
 @click.argument("revs", nargs=-1, required=True)
 @click.option("--probe", "probe_names", multiple=True, help="Probe to run (repeatable; default: the target's probes).")
+@click.option("--command", help=COMMAND_HELP)
 @target_options
 @execution_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def run(revs: tuple[str, ...], probe_names: tuple[str, ...], repo: Path | None, target: str | None, as_json: bool, **execution: Any) -> None:
-    """Run probes at REVS (stored results are reused); exit 1 if any revision is bad."""
+def run(revs: tuple[str, ...], probe_names: tuple[str, ...], command: str | None, repo: Path | None, target: str | None, as_json: bool, **execution: Any) -> None:
+    """Run probes at REVS (stored results are reused); exit 1 if any revision is bad, else 3 if
+    some revision could not be judged by any probe (every verdict untestable)."""
     options = execution_settings(**execution)
     with workspace(repo, target) as ws, options.executor() as executor:
         shas = [ws.repo.resolve(rev) for rev in revs]
         rows = []
-        for probe in ws.probes(probe_names):
+        for probe in [command_probe(ws, command, probe_names)] if command else ws.probes(probe_names):
             prober = ws.prober(probe, executor, "run", options.seed)
             trees = prober.record_commits(shas)
             for sha in shas:
@@ -55,14 +76,19 @@ def run(revs: tuple[str, ...], probe_names: tuple[str, ...], repo: Path | None, 
         emit_json(rows)
     else:
         out.print(render.measurements_table(rows))
-    sys.exit(1 if any(r["verdict"] == Verdict.BAD.value for r in rows) else 0)
+    verdicts: dict[str, list[Verdict]] = {sha: [] for sha in shas}
+    for r in rows:
+        verdicts[r["sha"]].append(Verdict(r["verdict"]))
+    sys.exit(exit_status(verdicts))
 
 
 @main.command()
 @click.option("--good", help="A revision where the probe passes.")
-@click.option("--bad", help="A later revision (on the first-parent line) where it fails.")
+@click.option("--bad", help="A later revision (on the first-parent line) where it fails; with --find-fix an earlier one.")
+@click.option("--find-fix", is_flag=True, help="Find the first commit that passes after --bad (older) where it fails, up to --good.")
 @click.option("--resume", is_flag=True, help="Continue the newest unfinished bisect of this target and probe.")
 @click.option("--probe", "probe_name", help="Probe to bisect with (default: the target's first probe).")
+@click.option("--command", help=COMMAND_HELP)
 @click.option("--strategy", type=click.Choice(STRATEGIES), default="auto", show_default=True, help="auto: bisection, Bayesian once results contradict or the probe's history flakes.")
 @click.option("--confidence", default=0.95, show_default=True, type=click.FloatRange(0.5, 1, max_open=True), help="Posterior probability at which a flake-aware search stops.")
 @click.option("--max-runs", type=click.IntRange(1), help="Most probe executions the session may spend (default: no bound).")
@@ -70,9 +96,10 @@ def run(revs: tuple[str, ...], probe_names: tuple[str, ...], repo: Path | None, 
 @execution_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.pass_context
-def bisect(ctx: click.Context, good: str | None, bad: str | None, resume: bool, probe_name: str | None, strategy: StrategyName, confidence: float, max_runs: int | None, repo: Path | None, target: str | None, as_json: bool, **execution: Any) -> None:
+def bisect(ctx: click.Context, good: str | None, bad: str | None, find_fix: bool, resume: bool, probe_name: str | None, command: str | None, strategy: StrategyName, confidence: float, max_runs: int | None, repo: Path | None, target: str | None, as_json: bool, **execution: Any) -> None:
     """Find the first bad commit between --good and --bad (first-parent), reusing stored results.
 
+    With --find-fix, the first fixed commit after --bad (older, failing) up to --good (passing).
     With --workers W, W revisions are probed side by side in each round (one worker per GPU).
     --resume continues the newest unfinished bisect with the options it was started with."""
     if resume == bool(good or bad) or (not resume and not (good and bad)):
@@ -80,9 +107,9 @@ def bisect(ctx: click.Context, good: str | None, bad: str | None, resume: bool, 
     if resume and (given := given_with_resume(ctx)):
         raise UsageError(f"--resume continues a bisect with the options it was started with; drop {' '.join(given)}")
     options = execution_settings(**execution)
-    search = BisectOptions(strategy, options.workers, confidence, max_runs)
+    search = BisectOptions(strategy, options.workers, confidence, max_runs, find_fix)
     with workspace(repo, target) as ws:
-        probe = ws.probe(probe_name)
+        probe = command_probe(ws, command, (probe_name,) if probe_name else ()) if command else ws.probe(probe_name)
         pending = ws.unfinished_bisect(probe) if resume else None
         if pending is not None:
             stored = StoredOptions.of(pending)
@@ -130,16 +157,17 @@ def scan(range_spec: str, probe_names: tuple[str, ...], max_samples: int, confir
 @execution_options
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report.")
 def track(branch: str | None, out_dir: Path | None, wait: bool, probe_names: tuple[str, ...], repo: Path | None, target: str | None, as_json: bool, **execution: Any) -> None:
-    """The scheduled job: probe new commits, record transitions, pin down new regressions (exit 1)."""
+    """The scheduled job: probe new commits, record transitions, pin down new regressions, judge
+    the head: exit 1 if a probe fails at the head, else 3 if no probe could judge it."""
     options = execution_settings(**execution)
     with workspace(repo, target) as ws:
         with track_lock(ws.repo.path, ws.target.name, wait), options.executor() as executor:
             probers = [ws.prober(p, executor, "track", options.seed) for p in ws.probes(probe_names)]
             with err.status("tracking"):
                 result = run_track(ws, branch or ws.target.branch, executor, options.seed, probers)
-        reports = write_reports(result, out_dir or data_dir() / "reports" / ws.target.name, ws.repo.path, [p.probe.name for p in probers])
+        reports = write_reports(result, out_dir or data_dir() / "reports" / ws.target.name, ws.repo.path)
     if as_json:
         emit_json(result.to_json())
     else:
         out.print(render.track_summary(result, reports))
-    sys.exit(1 if result.new_regressions else 0)
+    sys.exit(result.exit_status)

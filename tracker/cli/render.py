@@ -124,7 +124,7 @@ def bisect_summary(report: BisectReport) -> Group:
     elif report.culprit is not None:
         c = report.culprit
         sure = "" if report.confidence == 1.0 else f" (probability {report.confidence:.3f})"
-        lines.append(Text.assemble("first bad commit: ", (c.sha, "bold"), sure, f"\n  {printable(c.subject)}"))
+        lines.append(Text.assemble(f"{report.found}: ", (c.sha, "bold"), sure, f"\n  {printable(c.subject)}"))
         if report.fail_rate_after is not None and report.confidence < 1.0:
             before = "no runs" if report.fail_rate_before is None else f"{report.fail_rate_before:.0%} of runs"
             lines.append(Text(f"  failures: {before} before it, {report.fail_rate_after:.0%} of runs from it on"))
@@ -133,7 +133,7 @@ def bisect_summary(report: BisectReport) -> Group:
                 metrics = ", ".join(f"{k}={v:.3g}" for k, v in m.metrics.items())
                 lines.append(plain(f"  {label} ({short(m.sha)}): {m.verdict.value}; {m.signature or 'no failure'}{'; ' + metrics if metrics else ''}"))
     else:
-        lines.append(Text(f"the first bad commit is one of {len(report.candidates)} (untestable commits hide it):", style="bold"))
+        lines.append(Text(f"the {report.found} is one of {len(report.candidates)} (untestable commits hide it):", style="bold"))
         lines += [plain(f"  {short(c.sha)} {c.subject}") for c in report.candidates]
     how = report.strategy + (f", switched to Bayesian: {report.switch_reason}" if report.switch_reason else "")
     lines.append(Text(
@@ -184,6 +184,11 @@ def track_summary(result: TrackResult, reports: list[Any]) -> Group:
         parts.append(scan_summary(result.scan))
     for r in result.new_regressions:
         parts.append(Text.assemble(("new regression ", "bold red"), printable(f"in {r.transition.probe} at {short(r.transition.commit.sha)} {r.transition.commit.subject}: {r.measurement.signature or ''}")))
+    for h in result.at_head:
+        if h.failing:
+            parts.append(Text.assemble((f"{h.probe} fails at {short(result.head)}", "bold red"), printable(f": {h.failing_since}; {h.measurement.signature or ''}")))
+        elif h.verdict is Verdict.SKIP:
+            parts.append(Text.assemble((f"{h.probe} is untestable at {short(result.head)}", "yellow"), printable(f": {h.measurement.signature or ''}")))
     parts += [Text(f"wrote {path}") for path in reports]
     return Group(*parts)
 
