@@ -10,20 +10,26 @@ from xml.etree import ElementTree
 
 import pytest
 from click.testing import CliRunner, Result
+from gitrepo import git
 
 from db.paths import data_dir
-from tracker.core.records import CommitInfo
-from gitrepo import git
-from tracker.cli.app import main
-from tracker.demo.bugs import SWA_PARTIAL_PAGE, apply_edits, read_tree, write_tree
-from tracker.demo.history import DemoManifest, build_demo_history
 from probes.api import Outcome
-from tracker.measure import CaseOutcome, Measurement
-from tracker.scan import ScanTransition
-from tracker.report.ci import markdown_summary
-from tracker.track import NewRegression, TrackResult, track_lock
-from tracker.search.transitions import Kind
+from tracker.cli.app import main
+from tracker.core.records import CommitInfo
 from tracker.core.verdicts import Verdict
+from tracker.demo.bugs import (
+    BROKEN_IMPORT,
+    SWA_PARTIAL_PAGE,
+    apply_edits,
+    read_tree,
+    write_tree,
+)
+from tracker.demo.history import DemoManifest, build_demo_history
+from tracker.measure import CaseOutcome, Measurement
+from tracker.report.ci import markdown_summary
+from tracker.scan import ScanTransition
+from tracker.search.transitions import Kind
+from tracker.track import NewRegression, TrackResult, track_lock
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PROBES = ("--probe", "swa_page_table", "--probe", "target_verify_metadata")
@@ -98,6 +104,36 @@ def junit_failures(out: Path) -> dict[str | None, str]:
     """Each failing test case's message up to its signature."""
     junit = ElementTree.parse(out / "regtrack-junit.xml").getroot()
     return {case.get("name"): (failure.get("message") or "").split(":")[0] for case in junit.iter("testcase") if (failure := case.find("failure")) is not None}
+
+
+def test_a_head_that_fails_at_the_first_run_fails_since_the_baseline_or_earlier(tracked: tuple[Path, DemoManifest], tmp_path: Path) -> None:
+    repo, _ = tracked
+    add_commits(repo, 2, bug_at=0)
+    head = git(repo, "rev-parse", "HEAD").strip()
+    out = tmp_path / "reports"
+    first = track(repo, out, "--json")
+    assert first.exit_code == 1, first.output
+    assert json.loads(first.stdout)["new_regressions"] == [], "a baseline finds no regression"
+    assert junit_failures(out) == {"swa_page_table": f"failing since {head[:12]} or earlier"}
+    at_head = {h["probe"]: h["verdict"] for h in json.loads(first.stdout)["at_head"]}
+    assert at_head == {"swa_page_table": "bad", "target_verify_metadata": "good"}
+    assert "| `swa_page_table` | bad | failing since" in (out / "regtrack-summary.md").read_text()
+
+
+def test_a_head_that_no_probe_can_judge_exits_3_with_every_case_skipped(tracked: tuple[Path, DemoManifest], tmp_path: Path) -> None:
+    repo, _ = tracked
+    out = tmp_path / "reports"
+    assert track(repo, out).exit_code == 0
+    write_tree(apply_edits(read_tree(PROJECT_ROOT), [BROKEN_IMPORT]), repo)
+    git(repo, "add", "--all", when=1_800_000_000)
+    git(repo, "commit", "--quiet", "-m", "Move the kernel registry", when=1_800_000_000)
+    broken = track(repo, out, "--json")
+    assert broken.exit_code == 3, broken.output
+    suite = ElementTree.parse(out / "regtrack-junit.xml").getroot().find("testsuite")
+    assert suite is not None and (suite.get("failures"), suite.get("skipped")) == ("0", "2")
+    skipped = [case.find("skipped") for case in suite.iter("testcase")]
+    assert all(s is not None and "untestable at" in (s.get("message") or "") for s in skipped)
+    assert "0 failing, 2 untestable, 0 passing" in (out / "regtrack-summary.md").read_text()
 
 
 def test_a_second_concurrent_track_exits_with_a_clear_message(tracked: tuple[Path, DemoManifest], tmp_path: Path) -> None:

@@ -12,7 +12,14 @@ from probes.api import Outcome
 from tracker.cli import render
 from tracker.cli.app import emit_json, main, out, target_options, workspace
 from tracker.core.errors import UsageError
-from tracker.queries import filter_runs, parse_tolerance, regressions_of, verdict_under
+from tracker.queries import (
+    CommitRuns,
+    filter_runs,
+    parse_tolerance,
+    regressions_of,
+    runs_of_commits,
+    verdict_under,
+)
 from tracker.report.build import build_report
 from tracker.report.html import render_html
 
@@ -46,16 +53,22 @@ def regressions(only_open: bool, repo: Path | None, target: str | None, as_json:
 @target_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def history(probe_name: str | None, range_spec: str | None, since: datetime | None, until: datetime | None, environment: str | None, outcome: str | None, tolerance: float | None, abs_tolerance: float | None, limit: int, repo: Path | None, target: str | None, as_json: bool) -> None:
-    """Stored probe runs, newest first, filtered; nothing is run."""
+    """Stored probe runs, newest first, filtered; nothing is run.
+
+    With --range, a run measured outside the range at a target tree of the range is listed under
+    the range's first commit with that tree, marked "measured at X, same tree"."""
     with workspace(repo, target) as ws:
-        shas = ws.repo.line(range_spec) if range_spec else None
-        runs = ws.store.runs(repo_id=ws.store.repository(ws.repo.path), probe=probe_name, shas=shas, outcome=outcome)
-    runs = filter_runs(runs, _utc(since), _utc(until), environment)[:limit]
+        repo_id = ws.store.repository(ws.repo.path)
+        if range_spec:
+            found = runs_of_commits(ws.store, ws.repo, repo_id, ws.target.paths, ws.repo.line(range_spec), probe_name, outcome)
+        else:
+            found = CommitRuns(ws.store.runs(repo_id=repo_id, probe=probe_name, outcome=outcome))
+    runs = filter_runs(found.runs, _utc(since), _utc(until), environment)[:limit]
     rederived = {r.id: verdict_under(r, parse_tolerance(tolerance, abs_tolerance)) for r in runs} if tolerance is not None else None
     if as_json:
-        emit_json([render.run_json(r, rederived) for r in runs])
+        emit_json([render.run_json(r, rederived, found.measured_at) for r in runs])
     else:
-        out.print(render.runs_table(runs, "stored runs, newest first", rederived))
+        out.print(render.runs_table(runs, "stored runs, newest first", rederived, found.measured_at))
 
 
 def _utc(moment: datetime | None) -> datetime | None:
@@ -67,17 +80,19 @@ def _utc(moment: datetime | None) -> datetime | None:
 @target_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def show(rev: str, repo: Path | None, target: str | None, as_json: bool) -> None:
-    """Everything stored about REV: its commit and every probe run of it."""
+    """Everything stored about REV: its commit and every probe run of it, including the runs
+    measured at another commit with the same target tree (marked "measured at X, same tree")."""
     with workspace(repo, target) as ws:
         sha = ws.repo.resolve(rev)
         repo_id = ws.store.repository(ws.repo.path)
         commit = ws.store.commit(repo_id, sha) or ws.repo.commit_info(sha)
-        runs = ws.store.runs(repo_id=repo_id, shas=[sha])
+        found = runs_of_commits(ws.store, ws.repo, repo_id, ws.target.paths, [sha])
     if as_json:
-        emit_json({"commit": render.commit_json(commit), "runs": [render.run_json(r) for r in runs]})
+        emit_json({"commit": render.commit_json(commit), "runs": [render.run_json(r, None, found.measured_at) for r in found.runs]})
     else:
         out.print(render.commit_header(commit))
-        out.print(render.runs_table(runs, f"runs of {sha[:12]}") if runs else "no stored runs; measure it with `regtrack run`")
+        table = render.runs_table(found.runs, f"runs of {sha[:12]}", None, found.measured_at)
+        out.print(table if found.runs else "no stored runs; measure it with `regtrack run`")
 
 
 @main.command()

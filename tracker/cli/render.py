@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -71,20 +72,27 @@ def measurements_table(rows: list[dict[str, Any]]) -> Table:
     return table
 
 
-def run_json(run: RunRow, rederived: dict[int, Outcome] | None = None) -> dict[str, Any]:
+def run_json(run: RunRow, rederived: dict[int, Outcome] | None = None, measured_at: Mapping[int, str] | None = None) -> dict[str, Any]:
+    """``measured_at``: the commit a run was measured at, for runs listed under another commit with the same target tree."""
     data = asdict(run)
     data["outcome"] = run.outcome.value
     data["started_at"] = run.started_at.isoformat()
     if rederived is not None:
         data["outcome_at_tolerance"] = rederived[run.id].value
+    if measured_at and run.id in measured_at:
+        data["measured_at"], data["same_tree"] = measured_at[run.id], True
     return data
 
 
-def runs_table(runs: list[RunRow], title: str, rederived: dict[int, Outcome] | None = None) -> Table:
+def runs_table(runs: list[RunRow], title: str, rederived: dict[int, Outcome] | None = None, measured_at: Mapping[int, str] | None = None) -> Table:
     columns = ["when", "commit", "subject", "probe", "case", "outcome", "s", "env", "signature"]
     table = Table(*columns, *(["at tolerance"] if rederived is not None else []), title=title)
+    if measured_at:
+        table.add_column("measured at", no_wrap=True)
     for r in runs:
         extra = [styled(rederived[r.id].value)] if rederived is not None else []
+        if measured_at:
+            extra.append(Text(f"{short(measured_at[r.id])}, same tree" if r.id in measured_at else ""))
         table.add_row(
             r.started_at.strftime("%Y-%m-%d %H:%M"),
             short(r.sha),
