@@ -1,7 +1,11 @@
 from __future__ import annotations
 
 import pytest
-import torch
+
+from tracker.execution.environment import quiet_torch_import
+
+quiet_torch_import()
+import torch  # noqa: E402
 
 from chromium import browser  # noqa: F401  (the fixture of the report tests)
 

@@ -4,10 +4,19 @@ it can run on the device asked for."""
 from __future__ import annotations
 
 import subprocess
+import warnings
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     pass
+
+# What torch built without numpy warns on import; no probe of ours needs numpy.
+TORCH_WITHOUT_NUMPY = "Failed to initialize NumPy"
+
+
+def quiet_torch_import() -> None:
+    """Silence torch's one warning about a missing numpy, and nothing else: call before importing torch."""
+    warnings.filterwarnings("ignore", message=TORCH_WITHOUT_NUMPY, category=UserWarning)
 
 
 def environment(device: str) -> dict[str, str | None]:
@@ -15,6 +24,7 @@ def environment(device: str) -> dict[str, str | None]:
     import platform
     import socket
 
+    quiet_torch_import()
     import torch
 
     cuda = device.startswith("cuda") and torch.cuda.is_available()
@@ -59,6 +69,7 @@ def _distribution_version(*names: str) -> str | None:
 
 def device_error(device: str) -> str | None:
     """Why this worker cannot run on ``device``, checked before anything runs or is stored."""
+    quiet_torch_import()
     import torch
 
     if not device.startswith("cuda"):

@@ -41,7 +41,7 @@ from tracker.core.errors import UsageError
 if TYPE_CHECKING:
     pass
 
-from tracker.execution.environment import device_error, environment
+from tracker.execution.environment import device_error, environment, quiet_torch_import
 from tracker.execution.protocol import (
     NONCE_ENV,
     SNAPSHOT_MODIFIED,
@@ -133,6 +133,7 @@ def main() -> int:
     faulthandler.enable()
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     _exit_with_parent(os.getppid())
+    quiet_torch_import()
     try:
         import_probe_modules()
     except UsageError as exc:
