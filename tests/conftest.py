@@ -6,7 +6,6 @@ from tracker.execution.environment import quiet_torch_import
 
 quiet_torch_import()
 import torch  # noqa: E402
-
 from chromium import browser  # noqa: F401  (the fixture of the report tests)
 
 
