@@ -122,6 +122,20 @@ class AutoSearch:
         confirm = self._confirm_index()
         return [] if confirm in in_flight else [confirm]
 
+    def remaining(self) -> int:
+        return self.bayes.remaining() if self.bayes is not None else self.binary.remaining()
+
+    def rounds_left(self, k: int) -> int:
+        """The binary phase's rounds and its confirmation while consistent (at most what a
+        deterministic probe takes), the Bayesian estimate after a switch."""
+        check_k(k)
+        if self.bayes is not None:
+            return self.bayes.rounds_left(k)
+        if self.done():
+            return 0
+        rounds = self.binary.rounds_left(k) + (not (self.binary.done() and self._confirmed()))
+        return rounds if self.max_runs is None else min(rounds, self.max_runs - len(self.runs))
+
     def answer(self) -> StrategyAnswer:
         if self.bayes is not None:
             return self.bayes.answer()

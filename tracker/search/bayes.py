@@ -9,6 +9,9 @@ from tracker.core.verdicts import Verdict
 from tracker.search.posterior import Group, View, entropy, posterior_of
 from tracker.search.protocol import DEFAULT_PRIOR_STRENGTH, StrategyAnswer, check_k
 
+# Runs the guard costs a hard breakage once the posterior is sure (measured: two to five).
+GUARD_ROUNDS = 3
+
 
 class BayesianSearch:
     """Flake-aware culprit finding: a posterior over "index c is the culprit" (c in 1 .. size-1)
@@ -320,6 +323,32 @@ class BayesianSearch:
                 if self._allowed(q):
                     return q
         return None
+
+    def remaining(self) -> int:
+        """How many hypotheses the posterior still hesitates between: the fewest culprits (and
+        "no culprit") that together hold ``confidence`` of it."""
+        groups = self._update()
+        masses = sorted([(g.per_culprit, g.count) for g in groups] + [(self._none, 1)], reverse=True)
+        held, count = 0.0, 0
+        for mass, members in masses:
+            if held >= self.confidence:
+                break
+            needed = members if mass <= 0 else min(members, math.ceil((self.confidence - held) / mass - 1e-12))
+            held += needed * mass
+            count += needed
+        return max(count, 1)
+
+    def rounds_left(self, k: int) -> int:
+        """An estimate, not a bound: the bits of the hesitation over what a run at the flake rate
+        f tells (1 - H(f) bits, a noisy channel's capacity), ``k`` runs a round, plus
+        ``GUARD_ROUNDS`` for the guard's confirmation; intermittent bugs take more."""
+        check_k(k)
+        if self.done():
+            return 0
+        fa, fb = self.flake_prior
+        bits_per_run = 1.0 - entropy(fa / (fa + fb)) / math.log(2)
+        rounds = math.ceil(math.log2(self.remaining()) / bits_per_run / math.log2(k + 1) - 1e-9) + GUARD_ROUNDS
+        return rounds if self.max_runs is None else min(rounds, self.max_runs - self.runs)
 
     def answer(self) -> StrategyAnswer:
         """The posterior's top hypothesis; a culprit's confidence is the lower of its probabilities

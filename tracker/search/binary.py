@@ -5,7 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tracker.core.verdicts import Verdict
-from tracker.search.protocol import InconsistentVerdicts, StrategyAnswer, check_k
+from tracker.search.protocol import (
+    InconsistentVerdicts,
+    StrategyAnswer,
+    check_k,
+    rounds_to_split,
+)
 
 
 @dataclass
@@ -114,6 +119,18 @@ class BinarySearch:
 
     def done(self) -> bool:
         return not self.segments()
+
+    def remaining(self) -> int:
+        """How many indices may still be the first bad one: the answer's candidates once done."""
+        low, high = self.bounds()
+        return high - low
+
+    def rounds_left(self, k: int) -> int:
+        """Rounds of ``k`` probes the search still needs with a deterministic oracle and no more
+        skips (an upper bound then): ceil(log_{k+1} n) over the candidates of its segments."""
+        check_k(k)
+        segments = self.segments()
+        return rounds_to_split(sum(len(s) + 1 for s in segments), k) if segments else 0
 
     def answer(self) -> StrategyAnswer:
         low, high = self.bounds()

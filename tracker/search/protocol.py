@@ -55,6 +55,20 @@ class Strategy(Protocol):
 
     def answer(self) -> StrategyAnswer: ...
 
+    def remaining(self) -> int: ...
+
+    def rounds_left(self, k: int) -> int: ...
+
+
+def rounds_to_split(candidates: int, k: int) -> int:
+    """Rounds of ``k`` points that cut ``candidates`` down to one, ceil(log_{k+1} n), in integers
+    (``math.log(1000, 10)`` is 2.9999999999999996)."""
+    rounds, left = 0, candidates
+    while left > 1:
+        left = -(-left // (k + 1))
+        rounds += 1
+    return rounds
+
 
 def check_k(k: int) -> None:
     if k < 1:

@@ -13,6 +13,9 @@ Every strategy speaks the :class:`Strategy` protocol:
   (reruns, or a stored result next to a fresh one); ``SKIP`` means untestable. End verdicts may be
   recorded too: whether the ends were verified is the caller's business.
 * ``done()`` and ``answer()`` (a :class:`StrategyAnswer`).
+* ``remaining()`` and ``rounds_left(k)``: what is left, for progress: the candidates that may
+  still be the answer (never more for binary and k-ary, 1 once a culprit is pinned down) and the
+  rounds of ``k`` runs the search still expects to need (an estimate for the Bayesian search).
 
 Strategies: :class:`BinarySearch` (plain bisection; k-ary when asked for several points),
 :class:`KarySearch` (the same search under its own name), :class:`BayesianSearch` (flake-aware
