@@ -18,7 +18,6 @@ from tracker.bisect_session import BisectSession
 from tracker.cli.app import main
 from tracker.core.verdicts import Verdict
 from tracker.demo.history import DemoManifest, build_demo_history
-from tracker.measure import Measurement
 from tracker.report.ci import ExitStatus, exit_status
 from tracker.search.strategies import BinarySearch
 from tracker.workspace import ExecutionOptions, Workspace
@@ -133,7 +132,7 @@ def test_a_resumed_find_fix_session_keeps_searching_for_the_fix(demo: tuple[Path
     overwrite = manifest.bugs["target_verify_overwrite"]
     stored: list[str] = []
 
-    def stop_after_the_ends(step: Step, measurement: Measurement) -> None:
+    def stop_after_the_ends(step: Step, *_: object) -> None:
         stored.append(step.sha)
         if len(stored) == 3:
             raise Interrupted
