@@ -1,0 +1,134 @@
+"""Every wrong ``probes`` entry of a target, and every wrong ``--command``: one line saying what is
+wrong and how to mend it, exit 2, nothing run."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+from gitrepo import GitRepo
+
+from tracker.cli.app import main
+from tracker.targets.config import load_config
+
+PROBE_FILE = "from probes import ProbeResult\n\nLIMIT = 3\n\n\ndef verify(ctx, params):\n    return ProbeResult.passed()\n"
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GitRepo:
+    monkeypatch.setenv("REGTRACK_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("REGTRACK_DB_URL", raising=False)
+    repo = GitRepo(tmp_path / "work")
+    repo.commit("Initial", {
+        "check.sh": "exit 0\n", "ci/probes.py": PROBE_FILE, "ci/empty.py": "", "ci/raises.py": "1 / 0\n",
+    })  # fmt: skip
+    return repo
+
+
+def regtrack(repo: GitRepo, config: str, *args: str) -> Result:
+    (repo.path / "regtrack.toml").write_text(f'[targets.t]\nrepo = "."\n{config}')
+    old = Path.cwd()
+    os.chdir(repo.path)
+    try:
+        return CliRunner().invoke(main, list(args or ("run", "HEAD")), catch_exceptions=False)
+    finally:
+        os.chdir(old)
+
+
+def assert_one_line_error(result: Result, *fragments: str) -> None:
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("regtrack: error: "), result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+TABLE = "[targets.t.probes.p]\n"
+
+
+@pytest.mark.parametrize(
+    ("config", "fragments"),
+    [
+        (TABLE + 'command = "sh check.sh"\ncmd = "x"\n', ["unknown key targets.t.probes.p.cmd; known keys here: module, command, inputs, version"]),
+        (TABLE + 'command = "sh check.sh"\nmodule = "ci/probes.py:verify"\n', ["targets.t.probes.p has both module and command"]),
+        (TABLE, ["targets.t.probes.p has neither module nor command and no probe is called 'p'", "target_verify_metadata", 'set module = "FILE.py:ATTR" or command = [...]']),
+        (TABLE + 'inputs = ["check.sh"]\n', ["targets.t.probes.p sets inputs without module or command"]),
+        (TABLE + "command = 3\n", ['targets.t.probes.p.command must be a command line: a list of strings such as ["sh", "check.sh"], or one string']),
+        (TABLE + 'command = ["sh", 1]\n', ["targets.t.probes.p.command must be a command line"]),
+        (TABLE + "command = []\n", ["targets.t.probes.p.command is empty; name the program to run"]),
+        (TABLE + 'command = "  "\n', ["targets.t.probes.p.command is empty"]),
+        (TABLE + "command = \"sh 'check.sh\"\n", ["targets.t.probes.p.command cannot be split like a shell would (No closing quotation); balance its quotes"]),
+        (TABLE + "module = 3\n", ['targets.t.probes.p.module must be "FILE.py[:ATTR]" (relative to the repository) or "package.module[:ATTR]"']),
+        (TABLE + 'module = "ci/probes.py:not-a-name"\n', ["targets.t.probes.p.module must be"]),
+        (TABLE + 'module = "ci/nope.py:verify"\n', ["targets.t.probes.p.module names 'ci/nope.py', which is not a file in"]),
+        (TABLE + 'module = "/etc/probes.py"\n', ["targets.t.probes.p.module names '/etc/probes.py', which is not a path inside the repository"]),
+        (TABLE + 'command = "sh check.sh"\ninputs = ["nope.sh"]\n', ["targets.t.probes.p.inputs names 'nope.sh', which is not a file in"]),
+        (TABLE + 'command = "sh check.sh"\ninputs = ["../check.sh"]\n', ["targets.t.probes.p.inputs names '../check.sh', which is not a path inside the repository"]),
+        (TABLE + 'command = "sh check.sh"\ninputs = "check.sh"\n', ['targets.t.probes.p.inputs must be a list of file paths such as ["ci/check.sh"]']),
+        (TABLE + 'command = "sh check.sh"\nversion = "2"\n', ["targets.t.probes.p.version must be a positive integer"]),
+        (TABLE + 'command = "sh check.sh"\nversion = 0\n', ["targets.t.probes.p.version must be a positive integer"]),
+        (TABLE + 'command = "sh check.sh"\nversion = true\n', ["targets.t.probes.p.version must be a positive integer"]),
+        ('[targets.t.probes]\np = "sh check.sh"\n', ["targets.t.probes.p must be a table; write it as [targets.t.probes.p]"]),
+        ('probes = "check"\n', ["targets.t.probes must be a list of probe names or a table of [targets.t.probes.NAME] tables"]),
+        ('probes = ["check", 2]\n', ["targets.t.probes must be a list of probe names"]),
+        ("probes = []\n", ["targets.t.probes is empty"]),
+        ("[targets.t.probes]\n", ["targets.t.probes is empty; add a [targets.t.probes.NAME] table"]),
+        ('probes = ["check"]\n', ["targets.t.probes names unknown probe 'check'; known probes: target_verify_metadata"]),
+    ],
+)
+def test_a_wrong_probe_entry_is_one_line_and_exit_2(repo: GitRepo, config: str, fragments: list[str]) -> None:
+    result = regtrack(repo, config)
+    assert_one_line_error(result, "regtrack.toml: ", *fragments)
+    assert not (repo.path.parent / "home").exists(), "nothing is opened, let alone run"
+
+
+@pytest.mark.parametrize(
+    ("module", "fragment"),
+    [
+        ("no_such_probe_module:verify", "probe 'p': cannot import probe module 'no_such_probe_module': ModuleNotFoundError"),
+        ("ci/probes.py:absent", "probe 'p': ci/probes.py:absent names nothing, not a Probe or a check function; point it at one"),
+        ("ci/probes.py:LIMIT", "probe 'p': ci/probes.py:LIMIT names int, not a Probe or a check function"),
+        ("ci/empty.py", "probe 'p': ci/empty.py registers no probe called 'p'; register one or name it ci/empty.py:ATTR"),
+        ("ci/raises.py:verify", "does not load: ZeroDivisionError: division by zero"),
+    ],
+)
+def test_a_module_that_does_not_give_a_probe_is_one_line_and_exit_2(repo: GitRepo, module: str, fragment: str) -> None:
+    assert_one_line_error(regtrack(repo, f'{TABLE}module = "{module}"\n'), fragment)
+
+
+def test_an_unknown_probe_on_the_command_line_lists_the_configured_ones_first(repo: GitRepo) -> None:
+    result = regtrack(repo, TABLE + 'command = "sh check.sh"\n', "run", "--probe", "q", "HEAD")
+    assert_one_line_error(result, "unknown probe 'q'; known probes: p, target_verify_metadata")
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (("bisect", "--good", "HEAD", "--bad", "HEAD", "--command", "sh check.sh", "--probe", "p"), "give --probe or --command, not both"),
+        (("run", "--command", "sh check.sh", "--probe", "p", "HEAD"), "give --probe or --command, not both"),
+        (("run", "--command", "", "HEAD"), "--command is empty; give the command to run, as for git bisect run"),
+        (("run", "--command", "sh 'check.sh", "HEAD"), "--command cannot be split like a shell would (No closing quotation); balance its quotes"),
+        (("bisect", "--resume", "--command", "sh check.sh"), "no unfinished bisect of probe 'command:"),
+    ],
+)
+def test_a_wrong_command_option_is_one_line_and_exit_2(repo: GitRepo, args: tuple[str, ...], fragment: str) -> None:
+    assert_one_line_error(regtrack(repo, TABLE + 'command = "sh check.sh"\n', *args), fragment)
+
+
+def test_a_table_of_probes_keeps_its_order_and_resolves_paths_against_the_repository(repo: GitRepo, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "regtrack.toml").write_text(
+        f'[targets.t]\nrepo = {str(repo.path)!r}\n'
+        '[targets.t.probes.z]\ncommand = "sh check.sh"\ninputs = ["check.sh"]\nversion = 4\n'
+        '[targets.t.probes.a]\nmodule = "ci/probes.py:verify"\n'
+        "[targets.t.probes.target_verify_metadata]\n"
+    )
+    target = load_config(elsewhere).target("t")
+    assert target.probes == ("z", "a", "target_verify_metadata")
+    assert set(target.probe_specs) == {"z", "a"}
+    assert target.probe_specs["z"].command == ("sh", "check.sh") and target.probe_specs["z"].version == 4
+    assert target.probe_specs["z"].argv() == ["sh", str(repo.path / "check.sh")]
+    assert target.probe_specs["a"].base == str(repo.path)
