@@ -106,6 +106,9 @@ def test_find_fix_names_the_commit_that_fixed_the_overwrite(demo: tuple[Path, De
     worded = regtrack(*args)
     assert f"first fixed commit: {overwrite.fixed}" in worded.stdout
     assert "first bad commit" not in worded.stdout
+    page = repo.parent / "report.html"
+    assert regtrack("report", "--repo", str(repo), "--html", str(page)).exit_code == 0
+    assert "first fixed commit" in page.read_text(), "the HTML report words a fix search too"
 
 
 def test_find_fix_checks_that_the_old_end_fails_and_the_new_end_passes(demo: tuple[Path, DemoManifest]) -> None:

@@ -365,6 +365,16 @@ def test_a_bisect_shows_its_strategy_and_a_probability_below_one() -> None:
     assert len(trusting) == 2 and not any("probability" in s or "auto" in s for s in trusting)
 
 
+def test_a_fix_search_runs_from_its_bad_end_to_the_first_fixed_commit() -> None:
+    data = demo_report()
+    sha = [c.sha for c in data.commits]
+    fix = ReportBisect(4, "swa_page_table", sha[16], sha[10], "done", sha[16], (sha[16],), (), find_fix=True)
+    summaries = [" ".join(s.split()) for s in re.findall(r"<summary>(.*?)</summary>", render_html(replace(data, bisects=(fix,))))]
+    [shown] = [Parsed(s).all_text() for s in summaries]
+    assert f"bad {sha[10][:12]} → good {sha[16][:12]}" in shown and f"first fixed commit {sha[16][:12]}" in shown
+    assert "culprit" not in shown
+
+
 def test_hidden_transition_lists_its_candidates() -> None:
     data = hostile_report()
     page = render_html(data)

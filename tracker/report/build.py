@@ -14,7 +14,6 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 from typing import cast
 
-from tracker.core.verdicts import Outcome
 from tracker.core.records import (
     CommitInfo,
     RunRow,
@@ -22,7 +21,7 @@ from tracker.core.records import (
     StepRow,
     TransitionRecord,
 )
-from tracker.core.verdicts import BAD_OUTCOMES, verdict_of
+from tracker.core.verdicts import BAD_OUTCOMES, Outcome, verdict_of
 from tracker.queries import filter_runs
 from tracker.report.model import (
     Cell,
@@ -152,4 +151,5 @@ def _bisect(session: SessionRow, steps: Sequence[StepRow]) -> ReportBisect:
         steps=tuple(ReportBisectStep(s.sha, cast(StepVerdict, s.verdict), s.reused) for s in steps),
         strategy=session.strategy,
         confidence=result.get("confidence"),
+        find_fix=bool(((session.options or {}).get("search") or {}).get("find_fix")),
     )

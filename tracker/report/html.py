@@ -112,16 +112,18 @@ class _Page(TimelineSections):
                 f'<td><span class="pill s-{verdict}">{e(step.verdict)}</span></td>'
                 f'<td>{"stored result" if step.reused else "ran"}</td></tr>'
             )
-        result = f"culprit {self.link(b.culprit)} {self.subject(b.culprit)}" if b.culprit else ""
+        found = "first fixed commit" if b.find_fix else "culprit"
+        result = f"{found} {self.link(b.culprit)} {self.subject(b.culprit)}" if b.culprit else ""
         if not b.culprit and b.candidates:
             result = f"one of {len(b.candidates)}: " + " ".join(self.link(c) for c in b.candidates)
         if b.confidence is not None and b.confidence < 1.0:
             result = f"{result or 'no culprit'} (probability {b.confidence:.3f})"
         ran = sum(1 for s in b.steps if not s.reused)
         strategy = f" &middot; {e(b.strategy)}" if b.strategy else ""
+        ends = f"bad {self.link(b.bad)} &rarr; good {self.link(b.good)}" if b.find_fix else f"good {self.link(b.good)} &rarr; bad {self.link(b.bad)}"
         return (
             f'<details open class="bisect"><summary><b>#{e(b.session_id)}</b> <span class="probe-name">{e(b.probe)}</span>: '
-            f"good {self.link(b.good)} &rarr; bad {self.link(b.bad)} &middot; {e(b.status)}{strategy} &middot; {result or 'no culprit'}"
+            f"{ends} &middot; {e(b.status)}{strategy} &middot; {result or 'no culprit'}"
             f' <span class="muted">({plural(len(b.steps), "step")}, {ran} ran)</span></summary>'
             '<table class="list"><thead><tr><th>step</th><th>commit</th><th>subject</th><th>verdict</th><th>result</th></tr></thead>'
             f"<tbody>{''.join(steps) or '<tr><td colspan=5 class=muted>no steps</td></tr>'}</tbody></table></details>"

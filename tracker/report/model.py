@@ -82,6 +82,7 @@ class ReportBisect:
     steps: tuple[ReportBisectStep, ...]
     strategy: str | None = None
     confidence: float | None = None  # the answer's probability; 1.0 from a search that trusts every run
+    find_fix: bool = False  # the search ran from ``bad`` (older) to ``good``: its culprit is the first fixed commit
 
 
 @dataclass(frozen=True)
