@@ -9,21 +9,45 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Mapping
 
+from probes.loader import load_package
 from tracker.core.verdicts import Outcome
+
+DEFAULT_IMPORT_ROOTS = (".",)
+"""The snapshot's root: where a revision's packages are imported from unless a target says otherwise."""
+
+
+class RevisionImportError(Exception):
+    """The revision's package did not import: the case cannot judge it (untestable). The
+    revision's own exception is the ``__cause__``."""
 
 
 @dataclass(frozen=True)
 class ProbeContext:
-    """Where and how a probe runs: the revision's checkout root, device, dtype and seed."""
+    """Where and how a probe runs: the revision's snapshot root, device, dtype and seed, and the
+    directories of the snapshot (relative to its root) its packages are imported from."""
 
     root: Path
     device: str = "cpu"
     dtype: str = "float32"
     seed: int = 0
+    import_roots: tuple[str, ...] = DEFAULT_IMPORT_ROOTS
 
     @property
     def is_cuda(self) -> bool:
         return self.device.startswith("cuda")
+
+    @property
+    def import_paths(self) -> tuple[Path, ...]:
+        return tuple(self.root / root for root in self.import_roots)
+
+    def import_package(self, name: str) -> ModuleType:
+        """The revision's package (or module) ``name``, imported fresh for this case from the import
+        roots only: a module the revision lacks is missing, even where an installed copy has it.
+        Raises RevisionImportError when the revision's code does not import."""
+        try:
+            return load_package(name, self.import_paths)
+        except Exception as exc:
+            raise RevisionImportError(f"the revision's {name!r} does not import: {type(exc).__name__}: {exc}") from exc
 
 
 @dataclass
@@ -46,15 +70,15 @@ class Case:
     cuda_only: bool = False
 
 
-CheckFn = Callable[[ModuleType, ProbeContext, Mapping[str, Any]], ProbeResult]
+CheckFn = Callable[[ProbeContext, Mapping[str, Any]], ProbeResult]
 
 
 @dataclass(frozen=True)
 class Probe:
-    """A check run against one revision's ``backend`` package.
+    """A check run against one revision.
 
-    ``check(backend, ctx, params)`` receives the revision's freshly imported ``backend`` module.
-    ``version`` is bumped by hand when the probe's meaning changes; ``code_hash`` changes with any
+    ``check(ctx, params)`` imports what it tests from the revision itself, e.g.
+    ``ctx.import_package("backend")``, and judges it under one case's parameters. ``version`` is bumped by hand when the probe's meaning changes; ``code_hash`` changes with any
     edit of the module that defines the check.
     """
 

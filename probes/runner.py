@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import importlib.util
 import traceback
 import zlib
 from dataclasses import dataclass, replace
 
-from probes.api import Case, Outcome, Probe, ProbeContext, ProbeResult
-from probes.loader import load_backend
+from probes.api import (
+    Case,
+    Outcome,
+    Probe,
+    ProbeContext,
+    ProbeResult,
+    RevisionImportError,
+)
+from probes.loader import revision
 
 UNTESTABLE_PREFIX = "import error"
 OUT_OF_MEMORY_PREFIX = "out of memory"
@@ -25,19 +33,20 @@ def case_seed(ctx: ProbeContext, case: Case) -> int:
 
 
 def run_case(probe: Probe, case: Case, ctx: ProbeContext) -> ProbeResult:
-    """One case against the revision at ``ctx.root``; never raises for the revision's faults."""
+    """One case against the revision at ``ctx.root``, its packages imported fresh from its import
+    roots; never raises for the revision's faults."""
     if ctx.is_cuda and not _cuda_available():
         return ProbeResult(Outcome.SKIP, detail="CUDA device requested but none is available")
     if case.cuda_only and not ctx.is_cuda:
         return ProbeResult(Outcome.SKIP, detail="case needs a CUDA device")
-    try:
-        backend = load_backend(ctx.root)
-    except Exception as exc:  # the revision's code does not import: untestable
-        return _untestable(exc, f"{UNTESTABLE_PREFIX}: {type(exc).__name__}")
-    try:
-        return probe.check(backend, replace(ctx, seed=case_seed(ctx, case)), case.params)
-    except Exception as exc:
-        return _untestable(exc, f"probe raised {type(exc).__name__}")
+    with revision(ctx.import_paths):
+        try:
+            return probe.check(replace(ctx, seed=case_seed(ctx, case)), case.params)
+        except RevisionImportError as exc:  # the revision's code does not import: untestable
+            cause = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
+            return _untestable(cause, f"{UNTESTABLE_PREFIX}: {type(cause).__name__}")
+        except Exception as exc:
+            return _untestable(exc, f"probe raised {type(exc).__name__}")
 
 
 def run_probe(probe: Probe, ctx: ProbeContext, case_ids: list[str] | None = None) -> list[CaseResult]:
@@ -71,6 +80,9 @@ def _untestable(exc: Exception, signature: str) -> ProbeResult:
 
 
 def _cuda_available() -> bool:
+    """torch's answer where torch is installed; without it the worker's device check (nvidia-smi) stands."""
+    if importlib.util.find_spec("torch") is None:
+        return True
     import torch
 
     return torch.cuda.is_available()

@@ -16,7 +16,6 @@ import stat
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from probes import Case, Outcome, Probe, ProbeContext, ProbeResult, register
@@ -40,24 +39,25 @@ def _hooks() -> None:
         time.sleep(60)
 
 
-def flaky(backend: ModuleType, ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
+def flaky(ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
     """Fails 70% of runs once BAD, 10% before: a deterministic function of seed and revision."""
     _hooks()
+    backend = ctx.import_package("backend")
     draw = random.Random(f"{ctx.seed}:{backend.STEP}").random()
     failed = draw < (FAIL_AFTER if backend.BAD else FAIL_BEFORE)
     return ProbeResult(Outcome.FAIL, {"draw": draw}, "planted failure") if failed else ProbeResult.passed(draw=draw)
 
 
-def steady(backend: ModuleType, ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
+def steady(ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
     """Fails exactly when BAD; reports the dtype it ran at and the case's parameter."""
     _hooks()
     metrics = {"float32": 0.0, "bfloat16": 1.0, "float16": 2.0, "float64": 3.0}[ctx.dtype]
-    if backend.BAD:
+    if ctx.import_package("backend").BAD:
         return ProbeResult(Outcome.FAIL, {"dtype_code": metrics}, "planted failure")
     return ProbeResult.passed(dtype_code=metrics, scale=float(params["scale"]))
 
 
-def out_of_memory(backend: ModuleType, ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
+def out_of_memory(ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
     if params["how"] == "memoryerror":
         import resource
 
@@ -67,7 +67,7 @@ def out_of_memory(backend: ModuleType, ctx: ProbeContext, params: Mapping[str, A
     raise AssertionError("unreachable")
 
 
-def fork_then_die(backend: ModuleType, ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
+def fork_then_die(ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
     """Dies while a forked child, which inherited the protocol pipe, lives on."""
     if os.fork() == 0:
         time.sleep(600)
@@ -76,7 +76,7 @@ def fork_then_die(backend: ModuleType, ctx: ProbeContext, params: Mapping[str, A
     os._exit(3)
 
 
-def stray_line(backend: ModuleType, ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
+def stray_line(ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
     """Writes a line that is not JSON to every pipe this process may write to, then passes."""
     for fd in map(int, os.listdir("/proc/self/fd")):
         try:
@@ -87,7 +87,7 @@ def stray_line(backend: ModuleType, ctx: ProbeContext, params: Mapping[str, Any]
     return ProbeResult.passed()
 
 
-def tamper(backend: ModuleType, ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
+def tamper(ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
     """Case "tamper" plants the bug in its own snapshot (as the revision's code might write to its
     tree); case "check" then judges what it reads."""
     if params["tamper"]:
@@ -95,7 +95,7 @@ def tamper(backend: ModuleType, ctx: ProbeContext, params: Mapping[str, Any]) ->
         os.chmod(source, 0o644)
         source.write_text(source.read_text().replace("BAD = False", "BAD = True"))
         return ProbeResult.passed()
-    return ProbeResult(Outcome.FAIL, signature="planted failure") if backend.BAD else ProbeResult.passed()
+    return ProbeResult(Outcome.FAIL, signature="planted failure") if ctx.import_package("backend").BAD else ProbeResult.passed()
 
 
 register(Probe("integrity_flaky", 1, "fails often once BAD, sometimes before", (Case("only", {}),), flaky))

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from gitrepo import GitRepo
 
-from probes.loader import load_backend, purge
+from probes import Case, Outcome, Probe, ProbeContext, run_case
+from probes.loader import load_backend, load_package, purge, revision
 from tracker.demo.bugs import read_tree, write_tree
 from tracker.demo.history import backend_root
 
@@ -69,3 +70,64 @@ def test_regtrack_run_calls_such_a_revision_untestable(tmp_path: Path) -> None:
     (row,) = json.loads(result.stdout)
     assert row["verdict"] == "skip", row
     assert "import error: ModuleNotFoundError" in row["signature"]
+
+
+def package(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+@pytest.fixture
+def installed_mylib(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of ``mylib`` on sys.path, with a submodule no revision has, as an installed one would be."""
+    site = package(tmp_path / "site", {"mylib/__init__.py": "WHERE = 'installed'\n", "mylib/extra.py": "X = 1\n"})
+    monkeypatch.syspath_prepend(str(site))
+    return site
+
+
+def test_any_package_comes_from_its_import_roots_and_nowhere_else(tmp_path: Path, installed_mylib: Path) -> None:
+    root = package(tmp_path / "rev", {"src/mylib/__init__.py": "WHERE = 'revision'\nfrom mylib import core\n", "src/mylib/core.py": "N = 1\n"})
+    try:
+        with revision([root / "src"]):
+            mylib = load_package("mylib", [root / "src"])
+            assert (mylib.WHERE, mylib.core.N) == ("revision", 1)
+            assert load_package("mylib", [root / "src"]) is mylib, "one case imports a package once"
+            with pytest.raises(ModuleNotFoundError, match="'mylib.extra' in the revision"):
+                importlib.import_module("mylib.extra")
+        assert "mylib" not in sys.modules and str((root / "src").resolve()) not in sys.path
+        assert importlib.import_module("mylib").WHERE == "installed"
+    finally:
+        sys.modules.pop("mylib", None)
+
+
+def test_a_package_the_revision_lacks_is_not_found(tmp_path: Path, installed_mylib: Path) -> None:
+    root = package(tmp_path / "rev", {"src/other/__init__.py": ""})
+    with revision([root / "src"]), pytest.raises(ModuleNotFoundError, match="No module named 'mylib' in the revision"):
+        load_package("mylib", [root / "src"])
+
+
+def test_each_revision_reads_its_sibling_modules_fresh(tmp_path: Path) -> None:
+    """A module a package imports from its import root by plain ``import`` belongs to the revision too."""
+    for value in (1, 2):
+        root = package(tmp_path / f"rev{value}", {"lib/mylib/__init__.py": "import helper\n", "lib/helper.py": f"VALUE = {value}\n"})
+        with revision([root / "lib"]):
+            assert load_package("mylib", [root / "lib"]).helper.VALUE == value
+        assert "helper" not in sys.modules
+
+
+def test_forgetting_a_revision_at_the_project_root_keeps_the_projects_own_modules() -> None:
+    import probes.api
+
+    with revision([PROJECT_ROOT]):
+        load_package("backend", [PROJECT_ROOT])
+    assert sys.modules["probes.api"] is probes.api and "backend" not in sys.modules
+
+
+def test_a_context_imports_from_its_roots_and_calls_an_import_failure_untestable(tmp_path: Path) -> None:
+    root = package(tmp_path / "rev", {"py/mylib/__init__.py": "VALUE = (\n"})
+    probe = Probe("loader_test", 1, "imports mylib", (Case("only", {}),), lambda ctx, params: ctx.import_package("mylib"))
+    result = run_case(probe, probe.cases[0], ProbeContext(root, import_roots=("py",)))
+    assert (result.outcome, result.signature) == (Outcome.ERROR, "import error: SyntaxError")
+    assert "mylib" not in sys.modules

@@ -8,7 +8,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping
-from types import ModuleType
 from typing import Any
 
 from probes import Case, Probe, ProbeContext, ProbeResult, register
@@ -16,20 +15,20 @@ from probes import Case, Probe, ProbeContext, ProbeResult, register
 SPAM_LINES = 20000
 
 
-def crash(backend: ModuleType, ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
+def crash(ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
     if params["how"] == "segfault":
         ctypes.string_at(0)
     os._exit(3)
 
 
-def hang(backend: ModuleType, ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
+def hang(ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
     child = subprocess.Popen(["sleep", "600"])
     print(f"child pid {child.pid}", flush=True)
     while True:
         time.sleep(1)
 
 
-def spam(backend: ModuleType, ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
+def spam(ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
     for i in range(SPAM_LINES):
         print(f'{{"result": {{"outcome": "fail", "line": {i}}}}}')
     sys.stdout.flush()

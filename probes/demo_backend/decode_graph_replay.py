@@ -6,7 +6,6 @@ traffic varies, so a bug that only some batches trigger fails some executions an
 
 from __future__ import annotations
 
-from types import ModuleType
 from typing import Any, Mapping
 
 from probes.api import Case, Outcome, Probe, ProbeContext, ProbeResult
@@ -23,7 +22,8 @@ CASES = (
 )
 
 
-def check(bk: ModuleType, ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
+def check(ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
+    bk = ctx.import_package("backend")
     bs = params["bs"]
     scn = make_scenario(bk, ctx, page_size=params["page"])
     mode = bk.ForwardMode.DECODE

@@ -7,7 +7,6 @@ draft-extend graph replay (T extend tokens per request, already counted in ``seq
 
 from __future__ import annotations
 
-from types import ModuleType
 from typing import Any, Mapping
 
 import torch
@@ -44,7 +43,8 @@ def swa_difference(label: str, swa_page_table: torch.Tensor, firsts: list[int], 
     return page_table_difference(f"{label} swa_page_table", shifted, rows)
 
 
-def check(bk: ModuleType, ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
+def check(ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
+    bk = ctx.import_package("backend")
     bs, window = params["bs"], params["window"]
     scn = make_scenario(bk, ctx, page_size=params["page"], sliding_window=window)
     mode, T = bk.ForwardMode.DRAFT_EXTEND, EXTEND_TOKENS

@@ -7,7 +7,6 @@ a reference computed straight from ``req_to_token`` (fp64 on the CPU, fp32 on th
 
 from __future__ import annotations
 
-from types import ModuleType
 from typing import Any, Mapping
 
 from probes.api import Case, Probe, ProbeContext, ProbeResult
@@ -38,7 +37,8 @@ CASES = (
 )
 
 
-def check(bk: ModuleType, ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
+def check(ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
+    bk = ctx.import_package("backend")
     T, bs = params["tokens_per_req"], params["bs"]
     scn = make_scenario(
         bk, ctx, page_size=params["page"], draft_tokens=params["draft_tokens"], kernel=params["kernel"]

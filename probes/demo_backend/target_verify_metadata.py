@@ -9,7 +9,6 @@ metadata routine that takes N where it should take T; these cases decouple them.
 
 from __future__ import annotations
 
-from types import ModuleType
 from typing import Any, Mapping
 
 from probes.api import Case, Outcome, Probe, ProbeContext, ProbeResult
@@ -42,7 +41,8 @@ CASES = (
 )
 
 
-def check(bk: ModuleType, ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
+def check(ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
+    bk = ctx.import_package("backend")
     T, bs = params["tokens_per_req"], params["bs"]
     scn = make_scenario(bk, ctx, page_size=params["page"], draft_tokens=params["draft_tokens"])
     mode = bk.ForwardMode.TARGET_VERIFY
