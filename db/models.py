@@ -105,6 +105,7 @@ class Environment(Base):
     flashinfer: Mapped[str | None] = mapped_column(String(64))
     python: Mapped[str | None] = mapped_column(String(64))
     host: Mapped[str | None] = mapped_column(String(255))
+    facts: Mapped[dict[str, Any]] = mapped_column(default=dict)
 
 
 class ProbeVersion(Base):

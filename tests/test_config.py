@@ -161,6 +161,72 @@ def test_bad_regtrack_toml(repo: GitRepo, text: str, expected: str) -> None:
     assert expected in message
 
 
+def test_the_keys_that_make_a_revision_testable(repo: GitRepo) -> None:
+    (repo.path / "pyproject.toml").write_text(
+        "[tool.regtrack.targets.sgl]\n"
+        'repo = "."\n'
+        'paths = ["python/sglang", "sgl-kernel"]\n'
+        'import_roots = ["python", "./python/", "sgl-kernel/python"]\n'
+        "setup = \"make -C sgl-kernel 'build all'\"\n"
+        'env = { SGLANG_FLAG = "1", CUDA_HOME = "/usr/local/cuda" }\n'
+        "timeout = 900\n"
+        'facts = { cluster = "h200-pool" }\n'
+    )
+    target = load_config(repo.path, None).target(None)
+    assert target.import_roots == ("python", "sgl-kernel/python")
+    assert target.setup == ("make", "-C", "sgl-kernel", "build all")
+    assert dict(target.env) == {"SGLANG_FLAG": "1", "CUDA_HOME": "/usr/local/cuda"}
+    assert (target.timeout_s, dict(target.facts)) == (900.0, {"cluster": "h200-pool"})
+    assert load_config(repo.path, None).target(None) == target
+    listed = '[targets.a]\nrepo = "."\nsetup = ["python", "build.py", "--in place"]\ntimeout = 0.5\n'
+    (repo.path / "regtrack.toml").write_text(listed)
+    target = load_config(repo.path, None).target(None)
+    assert (target.setup, target.timeout_s, target.import_roots, target.env, target.facts) == (
+        ("python", "build.py", "--in place"), 0.5, (".",), {}, {}
+    )
+
+
+PREPARATION_ERRORS = [
+    ('import_roots = "src"', "targets.a.import_roots must be a list of strings"),
+    ("import_roots = []", "targets.a.import_roots is empty"),
+    ('import_roots = ["../up"]', "targets.a.import_roots '../up' is not a path inside the repository"),
+    ('import_roots = ["/abs"]', "targets.a.import_roots '/abs' is not a path inside the repository"),
+    ('import_roots = ["src"]', "targets.a.import_roots 'src' is outside the target's paths (backend); add it to paths"),
+    ("setup = 3", "targets.a.setup must be a command line"),
+    ('setup = ["make", 1]', "targets.a.setup must be a command line"),
+    ('setup = ""', "targets.a.setup is empty"),
+    ("setup = []", "targets.a.setup is empty"),
+    ("setup = \"make 'all\"", "targets.a.setup cannot be split like a shell would (No closing quotation)"),
+    ('env = "A=1"', "targets.a.env must be a table of strings"),
+    ("env = { A = 1 }", "targets.a.env.A must be a string"),
+    ('env = { "A=B" = "1" }', "targets.a.env.A=B cannot be an environment variable"),
+    ('env = { A = "x\\u0000y" }', "targets.a.env.A cannot be an environment variable"),
+    ("timeout = 0", "targets.a.timeout must be a number of seconds above 0"),
+    ("timeout = -5", "targets.a.timeout must be a number of seconds above 0"),
+    ('timeout = "60"', "targets.a.timeout must be a number of seconds above 0"),
+    ("timeout = true", "targets.a.timeout must be a number of seconds above 0"),
+    ("timeout = inf", "targets.a.timeout must be a number of seconds above 0"),
+    ("timeout = nan", "targets.a.timeout must be a number of seconds above 0"),
+    ('facts = ["gpu"]', "targets.a.facts must be a table of strings"),
+    ("facts = { gpus = 8 }", "targets.a.facts.gpus must be a string"),
+]
+
+
+@pytest.mark.parametrize(("line", "expected"), PREPARATION_ERRORS, ids=[line for line, _ in PREPARATION_ERRORS])
+def test_bad_preparation_keys_are_one_line_and_exit_2(
+    repo: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, line: str, expected: str
+) -> None:
+    file = repo.path / "regtrack.toml"
+    file.write_text(f'[targets.a]\nrepo = "."\n{line}\n')
+    message = usage_error(repo.path)
+    assert message.startswith(f"{file.resolve()}: {expected}"), message
+    monkeypatch.setenv("REGTRACK_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("REGTRACK_DB_URL", raising=False)
+    monkeypatch.chdir(repo.path)
+    result = CliRunner().invoke(main, ["history"], catch_exceptions=False)
+    assert (result.exit_code, result.stderr) == (2, f"regtrack: error: {message}\n")
+
+
 def test_unknown_probe_lists_the_known_ones(repo: GitRepo) -> None:
     (repo.path / "regtrack.toml").write_text('[targets.a]\nrepo = "."\nprobes = ["target_verify_metadata", "nope"]\n')
     message = usage_error(repo.path)

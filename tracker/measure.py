@@ -15,13 +15,14 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 
 from db.store import Store
 
 from tracker.core.records import CaseKey, ClaimState, RunRecord, StoredRun
 from probes.api import Outcome, Probe
+from probes.sources import spec_of
 
 from tracker.execution import owners
 from tracker.targets.config import Target
@@ -29,6 +30,7 @@ from tracker.execution.executors import Job, JobResult, LocalExecutor
 from tracker.execution.protocol import SNAPSHOT_MODIFIED
 from tracker.targets.reuse import Attempt, attempt_settings, attempts_of, complete_verdicts, settings_key
 from tracker.targets.revisions import Repo, paths_key
+from tracker.targets.setup import Setup, SetupFailed
 from tracker.targets.snapshots import SnapshotCache
 from tracker.core.verdicts import FlakeEstimate, Verdict, flake_estimate, verdict_of
 
@@ -89,10 +91,18 @@ class Prober:
         self.store, self.repo, self.target, self.probe = store, repo, target, probe
         self.executor, self.snapshots, self.trigger, self.seed = executor, snapshots, trigger, seed
         self.repo_id = store.repository(repo.path)
-        self.probe_id = store.probe_version(probe.name, probe.version, probe.code_hash)
-        self.environment_id = store.environment(executor.environment())
+        self.code_hash = probe.code_hash
+        self.probe_id = store.probe_version(probe.name, probe.version, self.code_hash)
+        self.source = spec_of(probe)
+        self.timeout_s = executor.case_timeout(target.timeout_s)
+        self.setup = Setup(target.setup, target.env) if target.setup is not None else None
+        measured_in = executor.environment(target.env)
+        self.environment_id = store.environment(replace(measured_in, facts=dict(target.facts)))
         self.case_ids = [case.id for case in probe.cases]
-        self.case_keys = {case.id: settings_key(executor.dtype, seed, case.params) for case in probe.cases}
+        self.case_keys = {
+            case.id: settings_key(executor.dtype, seed, case.params, target.setup, target.import_roots)
+            for case in probe.cases
+        }
         self.paths_key = paths_key(target.paths)
         self.executions = 0
         self.reused = 0
@@ -187,13 +197,17 @@ class Prober:
             waiting: list[_Plan] = []
             for plan in plans:
                 claimed, held = self._claim(plan, session_id)
-                jobs += [(plan, job) for job in self._jobs(plan, claimed)]
+                try:
+                    jobs += [(plan, job) for job in self._jobs(plan, claimed)]
+                except SetupFailed as failure:
+                    for case_id in claimed:
+                        self._store(plan, case_id, _untestable(failure), session_id)
                 if held:
                     waiting.append(plan)
             if jobs:
-                for index, result in self.executor.run_iter([job for _, job in jobs]):
+                for index, result in self.executor.run_iter([job for _, job in jobs], self.timeout_s):
                     plan, job = jobs[index]
-                    self._store(plan, job, result, session_id)
+                    self._store(plan, job.case_id, result, session_id)
             for plan in waiting:
                 self._collect(plan)
             plans = [plan for plan in plans if plan.missing]
@@ -236,21 +250,29 @@ class Prober:
             return []
         if plan.seed is None:
             plan.seed = self.seed + (plan.attempt or 1) - 1 if self.seed is not None else secrets.randbits(31)
-        root = self.snapshots.materialise(self.repo, plan.request.sha, self.target.paths)
+        root = self.snapshots.materialise(self.repo, plan.request.sha, self.target.paths, self.setup)
         device, dtype = self.executor.device, self.executor.dtype
-        return [Job(self.probe.name, case_id, str(root), device, dtype, plan.seed) for case_id in case_ids]
+        timeout_s = self.timeout_s if self.source.self_timed else None
+        return [
+            Job(
+                self.probe.name, case_id, str(root), device, dtype, plan.seed,
+                import_roots=self.target.import_roots, env=dict(self.target.env),
+                source=self.source.to_json(), code_hash=self.code_hash, timeout_s=timeout_s,
+            )  # fmt: skip
+            for case_id in case_ids
+        ]
 
-    def _store(self, plan: _Plan, job: Job, result: JobResult, session_id: int | None) -> None:
+    def _store(self, plan: _Plan, case_id: str, result: JobResult, session_id: int | None) -> None:
         if (result.signature or "").startswith(SNAPSHOT_MODIFIED) and plan.retries < SNAPSHOT_RETRIES:
             # not a result: the case stays missing, its claim is given up, and the next job for it
             # gets a rebuilt snapshot
             plan.retries += 1
-            self.store.release_claims(owners.this_process(), [self._key(plan, job.case_id)], plan.attempt)
+            self.store.release_claims(owners.this_process(), [self._key(plan, case_id)], plan.attempt)
             return
-        stored = self.store.add_run(plan.record(self, job, result, session_id), owner=owners.this_process())
+        stored = self.store.add_run(plan.record(self, case_id, result, session_id), owner=owners.this_process())
         if stored is not None:
-            plan.cases[job.case_id] = CaseOutcome(job.case_id, result.outcome, result.signature, result.metrics)
-            plan.missing.remove(job.case_id)
+            plan.cases[case_id] = CaseOutcome(case_id, result.outcome, result.signature, result.metrics)
+            plan.missing.remove(case_id)
             plan.executed = True
 
     def _collect(self, plan: _Plan) -> None:
@@ -268,7 +290,7 @@ class Prober:
 
     def _expiry(self) -> datetime:
         """When a claim of this process may be taken over even if it seems alive: past any timeout."""
-        return datetime.now(timezone.utc) + timedelta(seconds=2 * self.executor.timeout_s + CLAIM_GRACE_S)
+        return datetime.now(timezone.utc) + timedelta(seconds=2 * self.timeout_s + CLAIM_GRACE_S)
 
 
 @dataclass(frozen=True)
@@ -292,7 +314,7 @@ class _Plan:
     retries: int = 0
     """Cases run again because an earlier case edited the snapshot."""
 
-    def record(self, prober: Prober, job: Job, result: JobResult, session_id: int | None) -> RunRecord:
+    def record(self, prober: Prober, case_id: str, result: JobResult, session_id: int | None) -> RunRecord:
         assert self.attempt is not None and self.seed is not None, "a job runs only under a claimed attempt"
         return RunRecord(
             repo_id=prober.repo_id,
@@ -300,9 +322,9 @@ class _Plan:
             tree_hash=self.request.tree_hash,
             environment_id=prober.environment_id,
             probe_id=prober.probe_id,
-            case_id=job.case_id,
-            settings_key=prober.case_keys[job.case_id],
-            dtype=job.dtype,
+            case_id=case_id,
+            settings_key=prober.case_keys[case_id],
+            dtype=prober.executor.dtype,
             outcome=result.outcome,
             metrics=result.metrics,
             signature=result.signature,
@@ -318,3 +340,8 @@ class _Plan:
 
 def _case_outcome(run: StoredRun) -> CaseOutcome:
     return CaseOutcome(run.case_id, run.outcome, run.signature, dict(run.metrics))
+
+
+def _untestable(failure: SetupFailed) -> JobResult:
+    """The result of each case of a tree whose setup failed: untestable, never bad."""
+    return JobResult(Outcome.ERROR, {}, failure.signature, failure.detail, failure.duration_s)

@@ -3,21 +3,22 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from db.store import Store
 
 from tracker.core.records import SessionRow
 from probes.api import Probe
-from probes.registry import get_probe
+from probes.registry import ProbeLoadError, known_names
+from probes.sources import ProbeSpec, adhoc_command_name, command_spec, resolve, split_command
 
 from tracker.bisect_options import open_session
 from tracker.targets.config import Config, Target, load_config
 from tracker.core.errors import UsageError
 from tracker.execution.executors import LocalExecutor
 from tracker.measure import Prober
-from tracker.targets.revisions import Repo
+from tracker.targets.revisions import ROOT_PATH, Repo
 from tracker.targets.snapshots import SnapshotCache
 from tracker.execution.protocol import import_probe_modules
 
@@ -27,7 +28,8 @@ class ExecutionOptions:
     device: str = "cpu"
     dtype: str | None = None
     workers: int = 1
-    timeout_s: float = 300.0
+    timeout_s: float | None = None
+    """None: each target's own timeout, else the executor's default."""
     seed: int | None = None
 
     @property
@@ -58,12 +60,28 @@ class Workspace:
         self.snapshots.auto_gc()
 
     def probe(self, name: str | None) -> Probe:
-        """``name``, or the target's first probe; probes of $REGTRACK_PROBE_MODULES are found as the worker finds them."""
+        """``name``, or the target's first probe, built from its source as every worker builds it."""
         import_probe_modules()
+        chosen = name or self.target.probes[0]
         try:
-            return get_probe(name or self.target.probes[0])
-        except KeyError as error:
-            raise UsageError(str(error.args[0])) from None
+            return resolve(self.target.probe_specs.get(chosen) or ProbeSpec(chosen))
+        except KeyError:
+            known = ", ".join(dict.fromkeys([*self.target.probe_specs, *known_names()]))
+            raise UsageError(f"unknown probe {chosen!r}; known probes: {known}") from None
+        except ProbeLoadError as error:
+            raise UsageError(f"probe {chosen!r}: {error}") from None
+
+    def command_probe(self, command: str) -> Probe:
+        """The probe of ``--command``: the command line run in a snapshot of the whole repository, named
+        after it, so the same command line finds its stored results. The target's paths become ``.``."""
+        try:
+            argv = split_command(command)
+        except ValueError as error:
+            raise UsageError(f"--command cannot be split like a shell would ({error}); balance its quotes") from None
+        if not argv:
+            raise UsageError("--command is empty; give the command to run, as for git bisect run")
+        self.target = replace(self.target, paths=(ROOT_PATH,))
+        return resolve(command_spec(adhoc_command_name(argv), argv, self.repo.path))
 
     def probes(self, names: tuple[str, ...]) -> list[Probe]:
         return [self.probe(name) for name in (names or self.target.probes)]

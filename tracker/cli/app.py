@@ -39,7 +39,7 @@ def execution_options(command: F) -> F:
         click.option("--device", default="cpu", show_default=True, callback=_check_device, help="cpu, cuda or cuda:N."),
         click.option("--dtype", type=click.Choice(DTYPES), help="Probe dtype (default: float32 on cpu, bfloat16 on cuda)."),
         click.option("--workers", default=1, show_default=True, type=click.IntRange(1), help="Probe worker processes."),
-        click.option("--timeout", default=300.0, show_default=True, type=click.FloatRange(min=0.1), help="Seconds one probe case may take."),
+        click.option("--timeout", type=click.FloatRange(min=0.1), help="Seconds one probe case may take (default: the target's timeout, else 300)."),
         click.option("--seed", type=int, help="Fix the probes' seed (default: a fresh one per execution, stored)."),
     ]
     for option in reversed(options):
@@ -53,7 +53,7 @@ def _check_device(ctx: click.Context, param: click.Parameter, value: str) -> str
     return value
 
 
-def execution_settings(device: str, dtype: str | None, workers: int, timeout: float, seed: int | None) -> ExecutionOptions:
+def execution_settings(device: str, dtype: str | None, workers: int, timeout: float | None, seed: int | None) -> ExecutionOptions:
     return ExecutionOptions(device, dtype, workers, timeout, seed)
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
@@ -41,11 +41,16 @@ class EnvironmentInfo:
     flashinfer: str | None = None
     python: str | None = None
     host: str | None = None
+    facts: Mapping[str, str] = field(default_factory=dict)
+    """What the target declares about its environment (its config's ``facts``)."""
 
     @property
     def fingerprint(self) -> str:
-        """Identifies the software and hardware stack; machines with the same stack share it."""
+        """Identifies the software and hardware stack and the declared facts; machines with the same
+        stack share it. No facts leaves them out, so fingerprints from before facts stay the same."""
         fields = {name: value for name, value in asdict(self).items() if name != "host"}
+        if not self.facts:
+            del fields["facts"]
         return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
 

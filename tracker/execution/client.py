@@ -41,6 +41,9 @@ class WorkerClient:
 
     One thread at a time may call ``start``, ``run``, ``environment`` and ``close``; ``kill`` may be
     called from any thread (e.g. on Ctrl-C) and makes the client unusable.
+
+    A worker runs with the variables it was started with: ``env`` here, plus a job's (a target's
+    ``env``). A job that asks for other variables than the running worker has gets a new worker.
     """
 
     def __init__(self, log_path: Path, env: Mapping[str, str] | None = None, start_timeout_s: float = 300.0):
@@ -49,7 +52,9 @@ class WorkerClient:
         self.start_s: float | None = None
         """Seconds the last start took, from spawn to the worker's ready message."""
         self._nonce = secrets.token_hex(8)
-        self._env = {**_child_env(env or {}), NONCE_ENV: self._nonce}
+        self._env = dict(env or {})
+        self._job_env: dict[str, str] = {}
+        """The job variables the running worker (or the next one) is started with."""
         self._process: _Process | None = None
         self._closed = False
         self._lock = threading.Lock()
@@ -64,7 +69,12 @@ class WorkerClient:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def start(self) -> None:
+    def start(self, env: Mapping[str, str] | None = None) -> None:
+        """Start a worker unless one is running with ``env`` (None: whatever it runs with)."""
+        if env is not None and dict(env) != self._job_env:
+            if self._process is not None:
+                self._stop(self._process, STOP_GRACE_S)
+            self._job_env = dict(env)
         if self._process is not None:
             if self._process.alive():
                 return
@@ -74,7 +84,8 @@ class WorkerClient:
             if self._closed:
                 raise RuntimeError("the worker client is closed")
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            self._process = process = _Process.spawn(self._env, self.log_path, self._nonce)
+            env = {**_child_env({**self._env, **self._job_env}), NONCE_ENV: self._nonce}
+            self._process = process = _Process.spawn(env, self.log_path, self._nonce)
         try:
             hello = process.receive(self.start_timeout_s)
         except TimeoutError:
@@ -93,7 +104,7 @@ class WorkerClient:
 
     def run(self, job: Job, timeout_s: float) -> JobResult:
         """One job; a worker that dies is a CRASH, one past ``timeout_s`` a TIMEOUT, both restarted lazily."""
-        self.start()
+        self.start(job.env)
         process = self._live()
         offset = _size(self.log_path)
         started = time.monotonic()
@@ -123,10 +134,11 @@ class WorkerClient:
             Outcome(result["outcome"]), result["metrics"], result["signature"], result["detail"], result["duration_s"]
         )
 
-    def environment(self, device: str) -> EnvironmentInfo:
+    def environment(self, device: str, env: Mapping[str, str] | None = None) -> EnvironmentInfo:
+        """The stack of a worker started with ``env`` (the variables its jobs will carry)."""
         from tracker.core.records import EnvironmentInfo
 
-        self.start()
+        self.start(env)
         process = self._live()
         try:
             process.send({"op": "environment", "device": device})

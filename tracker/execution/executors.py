@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING
 
 from tracker.core.errors import UsageError
 from tracker.execution.client import WorkerClient
-from tracker.execution.protocol import Job, JobResult
+from tracker.execution.protocol import SELF_TIMED_GRACE_S, Job, JobResult
 
 if TYPE_CHECKING:
     from tracker.core.records import EnvironmentInfo
 
 KEEP_LOGS = 32
+DEFAULT_TIMEOUT_S = 300.0
 
 
 class LocalExecutor:
@@ -26,6 +27,7 @@ class LocalExecutor:
     With ``device="cuda"`` worker i sees only the i-th visible GPU (``CUDA_VISIBLE_DEVICES``,
     wrapping around when there are more workers than GPUs). CPU workers split the cores between them.
     An exception or Ctrl-C in ``run_iter`` kills every worker; the executor is closed after that.
+    ``timeout_s`` None (no ``--timeout``) lets each target's own timeout stand (``case_timeout``).
     """
 
     def __init__(
@@ -33,7 +35,7 @@ class LocalExecutor:
         device: str = "cpu",
         dtype: str = "float32",
         workers: int = 1,
-        timeout_s: float = 300,
+        timeout_s: float | None = None,
         log_dir: Path | None = None,
         env: Mapping[str, str] | None = None,
     ):
@@ -65,10 +67,17 @@ class LocalExecutor:
     def job(self, probe: str, case_id: str, root: Path | str, seed: int = 0) -> Job:
         return Job(probe, case_id, str(root), self.device, self.dtype, seed)
 
-    def run_iter(self, jobs: Sequence[Job]) -> Iterator[tuple[int, JobResult]]:
+    def case_timeout(self, target_timeout_s: float | None = None) -> float:
+        """Seconds one case may take: ``--timeout`` when given, else the target's, else the default."""
+        if self.timeout_s is not None:
+            return self.timeout_s
+        return target_timeout_s if target_timeout_s is not None else DEFAULT_TIMEOUT_S
+
+    def run_iter(self, jobs: Sequence[Job], timeout_s: float | None = None) -> Iterator[tuple[int, JobResult]]:
         """Each job's index and result as soon as it finishes; jobs start in order, each on the
-        next free worker."""
-        futures = {self._pool.submit(self._run_one, job): index for index, job in enumerate(jobs)}
+        next free worker, each given ``timeout_s`` (default: ``case_timeout()``)."""
+        limit = timeout_s if timeout_s is not None else self.case_timeout()
+        futures = {self._pool.submit(self._run_one, job, limit): index for index, job in enumerate(jobs)}
         try:
             for future in as_completed(futures):
                 yield futures[future], future.result()
@@ -84,10 +93,11 @@ class LocalExecutor:
         results = dict(self.run_iter(jobs))
         return [results[index] for index in range(len(jobs))]
 
-    def environment(self) -> EnvironmentInfo:
+    def environment(self, env: Mapping[str, str] | None = None) -> EnvironmentInfo:
+        """The workers' stack, as a worker started with ``env`` (the variables its jobs carry) reports it."""
         client = self._idle.get()
         try:
-            return client.environment(self.device)
+            return client.environment(self.device, env)
         finally:
             self._idle.put(client)
 
@@ -96,10 +106,10 @@ class LocalExecutor:
         for client in self.clients:
             client.close()
 
-    def _run_one(self, job: Job) -> JobResult:
+    def _run_one(self, job: Job, timeout_s: float) -> JobResult:
         client = self._idle.get()
         try:
-            return client.run(job, self.timeout_s)
+            return client.run(job, timeout_s if job.timeout_s is None else job.timeout_s + SELF_TIMED_GRACE_S)
         finally:
             self._idle.put(client)
 

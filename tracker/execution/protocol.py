@@ -3,21 +3,23 @@ The protocol itself is described in ``tracker.execution.worker``."""
 
 from __future__ import annotations
 
-import importlib
-import os
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from probes import Outcome
+from probes import Outcome, registry
+from probes.api import DEFAULT_IMPORT_ROOTS
 from tracker.core.errors import UsageError
 
 if TYPE_CHECKING:
     pass
 
 
-PROBE_MODULES_ENV = "REGTRACK_PROBE_MODULES"
+PROBE_MODULES_ENV = registry.PROBE_MODULES_ENV
 NONCE_ENV = "REGTRACK_WORKER_NONCE"
 STOP_GRACE_S = 5.0
+SELF_TIMED_GRACE_S = 5.0
+"""How much longer than its own timeout the parent waits for a job that keeps its own time."""
 LOG_TAIL_LINES = 30
 STACK_DUMP_WAIT_S = 0.2
 SNAPSHOT_MODIFIED = "snapshot modified before the case"
@@ -34,6 +36,16 @@ class Job:
     device: str
     dtype: str
     seed: int
+    import_roots: tuple[str, ...] = DEFAULT_IMPORT_ROOTS
+    """Directories of ``root`` (relative to it) that the revision's packages are imported from."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Variables the worker runs with besides its own: a worker started with others is restarted."""
+    source: Mapping[str, Any] = field(default_factory=dict)
+    """The probe's ``ProbeSpec.to_json()``; empty: the registered probe called ``probe``."""
+    code_hash: str = ""
+    """The code hash the parent stores results under; a worker whose probe hashes otherwise refuses the job."""
+    timeout_s: float | None = None
+    """Set for a probe that keeps its own time (a command): the parent's guard waits a grace longer."""
 
 
 @dataclass(frozen=True)
@@ -48,13 +60,9 @@ class JobResult:
 
 def import_probe_modules() -> None:
     """Import the modules named in $REGTRACK_PROBE_MODULES (comma-separated) so their probes register."""
-    for name in filter(None, (n.strip() for n in os.environ.get(PROBE_MODULES_ENV, "").split(","))):
-        try:
-            importlib.import_module(name)
-        except Exception as exc:
-            raise UsageError(
-                f"cannot import probe module {name!r} named in {PROBE_MODULES_ENV}: "
-                f"{type(exc).__name__}: {exc}; fix the name or put its directory on PYTHONPATH"
-            ) from exc
+    try:
+        registry.import_probe_modules()
+    except registry.ProbeLoadError as exc:
+        raise UsageError(str(exc)) from exc
 
 

@@ -1,4 +1,6 @@
-"""The probe worker: a long-lived subprocess that imports torch once and runs one probe case per job.
+"""The probe worker: a long-lived subprocess that runs one probe case per job. It imports what the
+probes it runs import (torch for the built-in ones) once, when the first of them is asked for, and
+nothing for a probe that needs none.
 
 Protocol, one JSON object per line, each line led by a nonce the parent hands the worker (and the
 worker hides from probes). The worker first moves the pipes it was started with onto private
@@ -32,10 +34,14 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from probes import Outcome, ProbeContext, ProbeResult, all_probes, get_probe, run_case
+from probes import Outcome, Probe, ProbeContext, ProbeResult, get_probe, run_case
+from probes.command import CommandCheck
+from probes.registry import ProbeLoadError
+from probes.sources import ProbeSpec, resolve
 from tracker.core.errors import UsageError
 
 if TYPE_CHECKING:
@@ -85,15 +91,23 @@ def _exit_with_parent(parent: int) -> None:
 
 def _run(job: Job) -> dict[str, Any]:
     try:
-        probe = get_probe(job.probe)
+        probe = _probe(job)
         case = probe.case(job.case_id)
     except KeyError as exc:
         return {"error": exc.args[0]}
+    except ProbeLoadError as exc:
+        return {"error": str(exc)}
+    if job.code_hash and probe.code_hash != job.code_hash:
+        return {"error": f"probe {probe.name!r} changed while this command ran (code hash {probe.code_hash}, "
+                f"results are stored under {job.code_hash}); run the command again"}  # fmt: skip
     started = time.perf_counter()
     if changed := _snapshot_changed(Path(job.root)):
         result = ProbeResult(Outcome.ERROR, signature=f"{SNAPSHOT_MODIFIED}: {changed}")
+    elif isinstance(probe.check, CommandCheck):
+        result = probe.check.run(Path(job.root), job.timeout_s)
     else:
-        result = run_case(probe, case, ProbeContext(Path(job.root), job.device, job.dtype, job.seed))
+        ctx = ProbeContext(Path(job.root), job.device, job.dtype, job.seed, tuple(job.import_roots))
+        result = run_case(probe, case, ctx)
     duration = time.perf_counter() - started
     sys.stdout.flush()
     sys.stderr.flush()
@@ -106,6 +120,11 @@ def _run(job: Job) -> dict[str, Any]:
             "duration_s": duration,
         }
     }
+
+
+def _probe(job: Job) -> Probe:
+    """The job's probe, built from its source as the parent built it."""
+    return resolve(ProbeSpec.from_json(dict(job.source))) if job.source else get_probe(job.probe)
 
 
 def _snapshot_changed(root: Path) -> str | None:
@@ -124,7 +143,7 @@ def _serve(channel: _Channel) -> None:
         elif error := device_error(request["device"]):
             channel.send({"environment": {}, "device_error": error})
         else:
-            channel.send({"environment": environment(request["device"])})
+            channel.send({"environment": asdict(environment(request["device"]))})
 
 
 def main() -> int:
@@ -139,14 +158,11 @@ def main() -> int:
     except UsageError as exc:
         channel.send({"error": str(exc)})
         return 2
-    import torch  # noqa: F401  (once, here, not per job)
-
-    all_probes()
     channel.send({"ready": os.getpid()})
     _serve(channel)
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)  # nothing to tear down; the interpreter's teardown of torch alone takes about a second
+    os._exit(0)  # nothing to tear down; the interpreter's teardown of torch, when loaded, alone takes about a second
 
 
 if __name__ == "__main__":

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from probes.api import DEFAULT_IMPORT_ROOTS
 from probes.demo_backend import NAMES as BUILTIN_PROBES
+from probes.sources import ProbeSpec, split_command
 from tracker.core.errors import UsageError
+from tracker.targets.probe_tables import parse_probes
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -22,7 +25,7 @@ DEFAULT_TARGET = "default"
 DEFAULT_PATHS = ("backend",)
 DEFAULT_BRANCH = "main"
 TOP_KEYS = ("db_url", "targets")
-TARGET_KEYS = ("repo", "paths", "probes", "branch")
+TARGET_KEYS = ("repo", "paths", "probes", "branch", "import_roots", "setup", "env", "timeout", "facts")
 
 
 @dataclass
@@ -32,6 +35,18 @@ class Target:
     paths: tuple[str, ...] = DEFAULT_PATHS
     probes: tuple[str, ...] = BUILTIN_PROBES
     branch: str = DEFAULT_BRANCH
+    probe_specs: Mapping[str, ProbeSpec] = field(default_factory=dict)
+    """The probes its ``[...probes.NAME]`` tables configure (modules, commands), by name."""
+    import_roots: tuple[str, ...] = DEFAULT_IMPORT_ROOTS
+    """Directories of the snapshot put first on ``sys.path`` for in-process probes, in order."""
+    setup: tuple[str, ...] | None = None
+    """The command that builds a snapshot once per tree, before it is sealed (``tracker.targets.setup``)."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Variables the probe workers and the setup run with, besides regtrack's own."""
+    timeout_s: float | None = None
+    """Seconds per probe case unless ``--timeout`` says otherwise; None: the executor's default."""
+    facts: Mapping[str, str] = field(default_factory=dict)
+    """What the target declares about its environment; part of the environment fingerprint."""
 
 
 @dataclass
@@ -168,13 +183,91 @@ def _parse_target(file: Path, key: str, name: str, entry: Mapping[str, Any], rep
             raise UsageError(f"{file}: {key}.paths {error}; list directories relative to the repository") from None
         target = replace(target, paths=paths)
     if "probes" in entry:
-        target = replace(target, probes=_probes(file, f"{key}.probes", entry["probes"]))
+        names, specs = parse_probes(file, f"{key}.probes", entry["probes"], target.repo)
+        target = replace(target, probes=names, probe_specs=specs)
     if "branch" in entry:
         branch = entry["branch"]
         if not isinstance(branch, str) or not branch:
             raise UsageError(f'{file}: {key}.branch must be a branch name such as "main"')
         target = replace(target, branch=branch)
+    return _parse_preparation(file, key, entry, target)
+
+
+def _parse_preparation(file: Path, key: str, entry: Mapping[str, Any], target: Target) -> Target:
+    """The keys that say how a revision becomes testable: import roots, setup, env, timeout, facts."""
+    if "import_roots" in entry:
+        target = replace(target, import_roots=_import_roots(file, f"{key}.import_roots", entry["import_roots"], target.paths))
+    if "setup" in entry:
+        target = replace(target, setup=_setup(file, f"{key}.setup", entry["setup"]))
+    if "env" in entry:
+        target = replace(target, env=_environment(file, f"{key}.env", entry["env"]))
+    if "timeout" in entry:
+        timeout = entry["timeout"]
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf"):
+            raise UsageError(f"{file}: {key}.timeout must be a number of seconds above 0, such as 600")
+        target = replace(target, timeout_s=float(timeout))
+    if "facts" in entry:
+        target = replace(target, facts=_string_table(file, f"{key}.facts", entry["facts"], 'cluster = "h200-pool"'))
     return target
+
+
+def _import_roots(file: Path, key: str, value: object, paths: tuple[str, ...]) -> tuple[str, ...]:
+    """Relative directories, in the order given, each the snapshot's root or a path the snapshot holds."""
+    roots = _strings(file, key, value)
+    if not roots:
+        raise UsageError(f'{file}: {key} is empty; list directories such as "src", or leave the key out for the snapshot root')
+    clean = []
+    for raw in roots:
+        root = PurePosixPath(raw)
+        if not raw or root.is_absolute() or ".." in root.parts:
+            raise UsageError(f"{file}: {key} {raw!r} is not a path inside the repository; list directories relative to it")
+        if not _in_snapshot(root, paths):
+            raise UsageError(
+                f"{file}: {key} {raw!r} is outside the target's paths ({', '.join(paths)}); "
+                "add it to paths or name a directory under them"
+            )
+        clean.append(str(root))
+    return tuple(dict.fromkeys(clean))
+
+
+def _in_snapshot(root: PurePosixPath, paths: tuple[str, ...]) -> bool:
+    """Whether a snapshot of ``paths`` has the directory ``root``: its own root, a path, or a
+    directory above or below one."""
+    if root == PurePosixPath("."):
+        return True
+    return any(root.is_relative_to(path) or PurePosixPath(path).is_relative_to(root) for path in map(PurePosixPath, paths))
+
+
+def _setup(file: Path, key: str, value: object) -> tuple[str, ...]:
+    if isinstance(value, str):
+        try:
+            argv = split_command(value)
+        except ValueError as error:
+            raise UsageError(f"{file}: {key} cannot be split like a shell would ({error}); balance its quotes") from None
+    elif isinstance(value, list) and all(isinstance(word, str) for word in value):
+        argv = list(value)
+    else:
+        raise UsageError(f'{file}: {key} must be a command line: a list of strings such as ["make", "build"], or one string')
+    if not argv or not argv[0]:
+        raise UsageError(f"{file}: {key} is empty; name the program that builds a snapshot, or leave the key out")
+    return tuple(argv)
+
+
+def _environment(file: Path, key: str, value: object) -> dict[str, str]:
+    variables = _string_table(file, key, value, 'CUDA_HOME = "/usr/local/cuda"')
+    for name, text in variables.items():
+        if not name or "=" in name or "\0" in name + text:
+            raise UsageError(f"{file}: {key}.{name} cannot be an environment variable (no '=' in names, no NUL anywhere); rename it")
+    return variables
+
+
+def _string_table(file: Path, key: str, value: object, example: str) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise UsageError(f"{file}: {key} must be a table of strings; write it as [{key}] with lines such as {example}")
+    for name, item in value.items():
+        if not isinstance(item, str):
+            raise UsageError(f'{file}: {key}.{name} must be a string; quote it, as in {name} = "{item}"')
+    return dict(value)
 
 
 def _target_repo(file: Path, key: str, entry: Mapping[str, Any], repo_override: Path | None) -> Path:
@@ -186,17 +279,6 @@ def _target_repo(file: Path, key: str, entry: Mapping[str, Any], repo_override: 
     if not isinstance(repo, str) or not repo:
         raise UsageError(f'{file}: {key}.repo must be a path string such as "."')
     return (file.parent / Path(repo).expanduser()).resolve()
-
-
-def _probes(file: Path, key: str, value: object) -> tuple[str, ...]:
-    names = _strings(file, key, value)
-    known = BUILTIN_PROBES
-    unknown = [name for name in names if name not in known]
-    if unknown:
-        raise UsageError(f"{file}: {key} names unknown probe {unknown[0]!r}; known probes: {', '.join(known)}")
-    if not names:
-        raise UsageError(f"{file}: {key} is empty; list at least one probe or leave the key out for all of them")
-    return tuple(dict.fromkeys(names))
 
 
 def _strings(file: Path, key: str, value: object) -> list[str]:

@@ -2,8 +2,10 @@
 
 A stored run answers for a new request only when nothing it depends on changed: the tree of the
 target's paths, the probe version and the environment (the store's own keys), and the settings
-digested here: the dtype, the seed policy and the case's parameters. A fixed ``--seed S`` is a
-policy of its own: its runs answer only for ``--seed S``.
+digested here: the dtype, the seed policy, how the snapshot was made testable (the target's setup
+command and import roots) and the case's parameters. A fixed ``--seed S`` is a policy of its own:
+its runs answer only for ``--seed S``. A target with no setup and the default import root digests
+as before either existed, so results stored then stay reusable.
 
 An attempt is one measurement of a tree: every case of the probe run once under one attempt
 number. An attempt missing cases (its process was killed) is incomplete: it judges nothing until
@@ -18,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from probes.api import DEFAULT_IMPORT_ROOTS
 from tracker.core.records import StoredRun
 
 from tracker.core.verdicts import Verdict, verdict_of
@@ -27,11 +30,22 @@ def seed_policy(seed: int | None) -> str:
     return "fresh" if seed is None else f"fixed:{seed}"
 
 
-def settings_key(dtype: str, seed: int | None, params: Mapping[str, Any]) -> str:
+def settings_key(
+    dtype: str,
+    seed: int | None,
+    params: Mapping[str, Any],
+    setup: Sequence[str] | None = None,
+    import_roots: Sequence[str] = DEFAULT_IMPORT_ROOTS,
+) -> str:
     """What, besides tree, probe version and environment, a case's result depends on: the digest
-    of the settings every case of an attempt shares (dtype, seed policy), a dash, the digest of
-    the case's parameters."""
-    return f"{_digest({'dtype': dtype, 'seed': seed_policy(seed)})}-{_digest(params)}"
+    of the settings every case of an attempt shares (dtype, seed policy, setup command, import
+    roots), a dash, the digest of the case's parameters."""
+    shared: dict[str, Any] = {"dtype": dtype, "seed": seed_policy(seed)}
+    if setup is not None:
+        shared["setup"] = list(setup)
+    if tuple(import_roots) != DEFAULT_IMPORT_ROOTS:
+        shared["import_roots"] = list(import_roots)
+    return f"{_digest(shared)}-{_digest(params)}"
 
 
 def attempt_settings(key: str) -> str:

@@ -5,6 +5,11 @@ read-only, and renamed into place beside a manifest of its files, so a reader on
 snapshots. Root ignores permission bits, so every use checks the snapshot against its manifest and
 rebuilds one that a revision edited. A lock file orders installing and removing snapshots against
 readers: nobody sees a snapshot without its manifest, or loses one between checking it and using it.
+
+A target's setup command (``tracker.targets.setup``) runs in the scratch directory before it is
+sealed; such a snapshot is named by its tree, paths and setup command, and is built by one process
+at a time (a lock per snapshot in ``.setup/``), so concurrent commands run a tree's setup once. The
+setup's log is kept beside the lock, ``.setup/<snapshot>.log``.
 """
 
 from __future__ import annotations
@@ -25,11 +30,13 @@ from typing import NamedTuple
 
 from tracker.core.errors import UsageError
 from tracker.targets.revisions import Repo, paths_key, tree_hash_of
+from tracker.targets.setup import Setup, run_setup, seal, unseal
 from tracker.targets.snapshot_writer import Manifest, write_tree
 
 TEMP_PREFIX = ".tmp-"
 MANIFEST_SUFFIX = ".manifest"
 LOCK_NAME = ".lock"
+SETUP_DIR = ".setup"
 GC_STAMP = ".gc-stamp"
 STALE_TEMP_S = 3600.0
 AUTO_GC_EVERY_S = 3600.0
@@ -71,12 +78,12 @@ class SnapshotCache:
         self.root = root if root is not None else default_root()
         self._swept = False
 
-    def materialise(self, repo: Repo, sha: str, paths: Sequence[str]) -> Path:
-        """A read-only directory holding ``paths`` as committed at ``sha``; commits with the same target tree
-        share it. Marks it used now, for ``gc``."""
+    def materialise(self, repo: Repo, sha: str, paths: Sequence[str], setup: Setup | None = None) -> Path:
+        """A read-only directory holding ``paths`` as committed at ``sha`` (and built by ``setup``); commits
+        with the same target tree share it. Marks it used now, for ``gc``. Raises SetupFailed."""
         sha = repo.resolve(sha)
         objects = repo.path_objects([sha], paths)[sha]
-        target = self.root / snapshot_name(tree_hash_of(objects), paths)
+        target = self.root / snapshot_name(tree_hash_of(objects), paths, setup.command if setup else None)
         self._make_root()
         if not self._swept:
             self._swept = True
@@ -85,15 +92,33 @@ class SnapshotCache:
             with self._locked(shared=True):
                 if self._reuse(target):
                     return target
-            scratch = _new_temporary(self.root)
-            try:
-                manifest = write_tree(repo, sha, paths, scratch)
-                with self._locked():
-                    if not self._reuse(target):
-                        self._install(scratch, manifest, target)
-            finally:
-                remove_tree(scratch)
+            if setup is None:
+                self._build(repo, sha, paths, target, None)
+            else:
+                with self._building(target):
+                    with self._locked(shared=True):
+                        if self._reuse(target):
+                            return target
+                    self._build(repo, sha, paths, target, setup)
         return target
+
+    def setup_log(self, snapshot: Path) -> Path:
+        """Where the setup of ``snapshot`` (a path ``materialise`` returns or would) logs."""
+        return self.root / SETUP_DIR / f"{snapshot.name}.log"
+
+    def _build(self, repo: Repo, sha: str, paths: Sequence[str], target: Path, setup: Setup | None) -> None:
+        scratch = _new_temporary(self.root)
+        try:
+            manifest = write_tree(repo, sha, paths, scratch)
+            if setup is not None:
+                unseal(scratch)
+                run_setup(setup, scratch, self.setup_log(target))
+                manifest = seal(scratch)
+            with self._locked():
+                if not self._reuse(target):
+                    self._install(scratch, manifest, target)
+        finally:
+            remove_tree(scratch)
 
     def snapshots(self) -> list[Path]:
         """The complete snapshots, most recently used first."""
@@ -192,6 +217,18 @@ class SnapshotCache:
             os.close(descriptor)
 
     @contextmanager
+    def _building(self, target: Path) -> Iterator[None]:
+        """Held while one process builds ``target`` with a setup: the others wait, then reuse it."""
+        locks = self.root / SETUP_DIR
+        locks.mkdir(exist_ok=True)
+        descriptor = os.open(locks / f"{target.name}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(descriptor)
+
+    @contextmanager
     def _disk_errors(self, sha: str) -> Iterator[None]:
         """Any OSError while writing is the disk's (git's own failures are RuntimeErrors): one line with a way out."""
         try:
@@ -213,9 +250,11 @@ class SnapshotCache:
             ) from None
 
 
-def snapshot_name(tree_hash: str, paths: Sequence[str]) -> str:
-    """The tree hash plus a digest of the paths: the same tree under another path is laid out differently."""
-    return f"{tree_hash}-{hashlib.sha256(paths_key(paths).encode()).hexdigest()[:12]}"
+def snapshot_name(tree_hash: str, paths: Sequence[str], setup: Sequence[str] | None = None) -> str:
+    """The tree hash plus a digest of the paths (the same tree under another path is laid out differently)
+    and of the setup command, if any (another setup builds another snapshot)."""
+    layout = paths_key(paths) if setup is None else "\0".join([paths_key(paths), "setup", *setup])
+    return f"{tree_hash}-{hashlib.sha256(layout.encode()).hexdigest()[:12]}"
 
 
 def manifest_path(snapshot: Path) -> Path:
