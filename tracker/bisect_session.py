@@ -34,7 +34,9 @@ end pass, each checked as above, and the culprit is the first fixed commit.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from db.store import Store
@@ -68,7 +70,21 @@ class BadEnd(UsageError):
     """An end of the range does not behave as the user said: a good end that fails, a bad end that passes."""
 
 
-StepCallback = Callable[["Step", Measurement], None]
+@dataclass(frozen=True)
+class StepProgress:
+    """Where the session stands once a step is stored: step ``number`` of an ``estimate`` of the
+    steps it takes in all (replayed steps counted), the target trees that may still hold the
+    culprit, the rounds the strategy still expects, and the wall seconds of the step (a round's
+    share for steps measured in one round; about 0 for a stored result)."""
+
+    number: int
+    estimate: int
+    remaining: int
+    rounds_left: int
+    seconds: float
+
+
+StepCallback = Callable[[Step, Measurement, StepProgress], None]
 
 
 class BisectSession:
@@ -182,7 +198,9 @@ class _Run:
 
     # -- evidence ---------------------------------------------------------------------------------
 
-    def _feed(self, index: int, verdict: Verdict, reused: bool, attempt: int, measurement: Measurement | None = None) -> None:
+    def _feed(
+        self, index: int, verdict: Verdict, reused: bool, attempt: int, measurement: Measurement | None = None, seconds: float = 0.0
+    ) -> None:
         """One measured verdict to the strategy, as the direction has it; stored as a step unless
         it is a stored step replayed."""
         step = Step(self.shas[index], verdict, reused)
@@ -193,7 +211,14 @@ class _Run:
         if measurement is not None:
             self.session.store.add_step(self.session_id, step.sha, verdict.value, reused, attempt, self.rounds)
             if self.session.on_step is not None:
-                self.session.on_step(step, measurement)
+                self.session.on_step(step, measurement, self._progress(seconds))
+
+    def _progress(self, seconds: float) -> StepProgress:
+        rounds = self.strategy.rounds_left(self.options.workers)
+        left = sum(index not in self.verdicts for index in (0, len(self.shas) - 1)) + rounds * self.options.workers
+        if self.options.max_runs is not None:
+            left = min(left, max(self.options.max_runs - self._executions(), 0))
+        return StepProgress(len(self.steps), len(self.steps) + left, self.strategy.remaining(), rounds, seconds)
 
     def measure(self, indices: list[int]) -> None:
         """One round: stored attempts not fed yet go to the strategy; the other revisions are measured."""
@@ -201,20 +226,24 @@ class _Run:
         for index in indices:
             unfed = self._unfed(index)
             for attempt in unfed if self.flake_aware else unfed[-1:]:
+                started = time.perf_counter()
                 measurement = self.prober.measurement_of(self.shas[index], attempt)
                 self.measurements[index] = measurement
-                self._feed(index, measurement.verdict, True, attempt.number, measurement)
+                self._feed(index, measurement.verdict, True, attempt.number, measurement, time.perf_counter() - started)
             if not unfed:
                 requests.append((index, Request(self.shas[index], self.trees[index], rerun=index in self.fed)))
         if not requests:
             return
-        executions = self.prober.executions
+        executions, started = self.prober.executions, time.perf_counter()
         measured = self.prober.measure_many([request for _, request in requests], self.session_id)
         if self.prober.executions > executions:
             self.rounds += 1
+        ran = sum(not m.reused for m in measured)
+        share = (time.perf_counter() - started) * min(self.options.workers, ran) / ran if ran else 0.0
         for (index, _), measurement in zip(requests, measured):
             self.measurements[index] = measurement
-            self._feed(index, measurement.verdict, measurement.reused, measurement.attempt, measurement)
+            seconds = 0.0 if measurement.reused else share
+            self._feed(index, measurement.verdict, measurement.reused, measurement.attempt, measurement, seconds)
 
     def _unfed(self, index: int) -> list[Attempt]:
         newest_fed = self.fed.get(index, 0)

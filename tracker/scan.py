@@ -17,17 +17,17 @@ stretch, never as a clean transition. Untestable runs are reported as untestable
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from tracker.core.records import CommitInfo
-
-from tracker.measure import Prober
-from tracker.search.pairing import Pair, pair_transitions
-from tracker.targets.revisions import Repo
-from tracker.search.transitions import Kind, State, find_transitions, group_runs
 from tracker.core.verdicts import Verdict
+from tracker.measure import Measurement, Prober
+from tracker.search.pairing import Pair, pair_transitions
+from tracker.search.transitions import Kind, State, find_transitions, group_runs
+from tracker.targets.revisions import Repo
 
 MAX_SAMPLES = 64
 CONFIRM_RUNS = 2
@@ -97,7 +97,27 @@ class ScanReport:
         }
 
 
-Progress = Callable[[str], None]
+@dataclass(frozen=True)
+class ScanStep:
+    """One measurement, for progress: step ``number`` of ``estimate`` (every probe's initial
+    samples plus the refinements and confirmations so far; ``final`` when no more can come),
+    and the distinct target trees measured so far of ``trees`` in the range, over all probes."""
+
+    probe: str
+    sha: str
+    verdict: Verdict
+    reused: bool
+    rerun: bool
+    seconds: float
+    signature: str | None
+    number: int
+    estimate: int
+    final: bool
+    trees_measured: int
+    trees: int
+
+
+Progress = Callable[[ScanStep], None]
 
 
 class Scanner:
@@ -105,10 +125,17 @@ class Scanner:
         self.repo, self.probers = repo, list(probers)
         self.max_samples, self.confirm = max_samples, confirm
         self.progress = progress or (lambda _: None)
+        self._steps = self._planned = self._trees = 0
+        self._final = self._sampling = False
+        self._measured: set[tuple[str, int]] = set()
 
     def scan(self, line: list[str]) -> ScanReport:
         trees = self.probers[0].record_commits(line)
         infos = self.repo.commit_infos(line)
+        runs = group_runs([trees[sha] for sha in line])
+        self._planned = len(self._initial_samples(runs, infos)) * len(self.probers)
+        self._trees = len(runs) * len(self.probers)
+        self._final = self.confirm == 0 and len(runs) <= self.max_samples
         before = [(p.executions, p.reused) for p in self.probers]
         scans = [self._scan_probe(prober, line, infos, [trees[sha] for sha in line]) for prober in self.probers]
         report = ScanReport(infos, scans)
@@ -122,13 +149,16 @@ class Scanner:
 
         def measure(group: int, rerun: bool = False) -> State:
             sha = line[runs[group].start]
-            self.progress(f"{prober.probe.name} at {sha[:12]}{' (rerun)' if rerun else ''}")
-            prober.measure(sha, trees[runs[group].start], rerun=rerun)
+            started = time.perf_counter()
+            measurement = prober.measure(sha, trees[runs[group].start], rerun=rerun)
             states[group] = state_of(prober.attempt_verdicts(trees[runs[group].start]))
+            self._report(prober.probe.name, group, measurement, rerun, time.perf_counter() - started)
             return states[group]
 
+        self._sampling = True
         for group in self._initial_samples(runs, infos):
             measure(group)
+        self._sampling = False
         self._refine(runs, states, measure)
         self._confirm(runs, states, measure, lambda group: len(prober.attempt_verdicts(trees[runs[group].start])))
         ordered = sorted(states)
@@ -149,6 +179,27 @@ class Scanner:
             first, last = runs[ordered[s.first]].start, runs[ordered[s.last]].stop - 1
             scan.stretches.append(ScanStretch(prober.probe.name, s.kind, line[first], line[last]))
         return scan
+
+    def _report(self, probe: str, group: int, measurement: Measurement, rerun: bool, seconds: float) -> None:
+        self._steps += 1
+        self._planned += not self._sampling
+        self._measured.add((probe, group))
+        self.progress(
+            ScanStep(
+                probe,
+                measurement.sha,
+                measurement.verdict,
+                measurement.reused,
+                rerun,
+                seconds,
+                measurement.signature,
+                number=self._steps,
+                estimate=self._planned,
+                final=self._final,
+                trees_measured=len(self._measured),
+                trees=self._trees,
+            )
+        )
 
     def _initial_samples(self, runs: list[range], infos: list[CommitInfo]) -> list[int]:
         if len(runs) <= self.max_samples:

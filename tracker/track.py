@@ -31,7 +31,7 @@ from tracker.core.verdicts import Verdict
 from tracker.execution.executors import LocalExecutor
 from tracker.measure import Measurement, Prober
 from tracker.report.ci import ExitStatus, exit_status
-from tracker.scan import Scanner, ScanReport, ScanTransition, state_of
+from tracker.scan import Progress, Scanner, ScanReport, ScanTransition, state_of
 from tracker.search.transitions import Kind, State
 from tracker.workspace import Workspace
 
@@ -139,7 +139,9 @@ def track_lock(repo_path: Path, target: str, wait: bool) -> Iterator[None]:
         yield
 
 
-def run_track(ws: Workspace, branch: str, executor: LocalExecutor, seed: int | None, probers: list[Prober]) -> TrackResult:
+def run_track(
+    ws: Workspace, branch: str, executor: LocalExecutor, seed: int | None, probers: list[Prober], progress: Progress | None = None
+) -> TrackResult:
     repo_id = probers[0].repo_id
     head = ws.repo.head_of(branch)
     since = ws.store.last_tracked(repo_id, ws.target.name, branch)
@@ -148,7 +150,7 @@ def run_track(ws: Workspace, branch: str, executor: LocalExecutor, seed: int | N
     trees = probers[0].record_commits(line)
     if since != head:
         result.commits = len(line) - (0 if since is None else 1)
-        result.scan = Scanner(ws.repo, probers).scan(line)
+        result.scan = Scanner(ws.repo, probers, progress=progress).scan(line)
         records = [_record(t, "track") for t in result.scan.transitions]
         result.new_transitions = ws.store.record_transitions(repo_id, ws.target.name, records)
         new_shas = {(t.probe, t.sha) for t in result.new_transitions if t.kind == Kind.REGRESSION.value}

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from tracker.cli import render
+from tracker.cli import progress, render
 from tracker.cli.app import (
     emit_json,
     err,
@@ -81,7 +81,9 @@ def demo(path: Path | None, commits: int, as_json: bool, **execution: Any) -> No
     history_path = path or demo_api.default_path()
     manifest = demo_api.ensure_history(history_path, commits, err)
     with workspace(history_path, None) as ws, options.executor() as executor:
-        result = demo_api.run_demo(ws, manifest, executor, options.seed, err, render.step_printer(err))
+        steps = progress.Reporter(err, "demo", live=False)  # the demo draws its own status spinner
+        on_step = progress.bisect_steps(steps, lambda sha: ws.repo.commit_info(sha).subject, options.workers)
+        result = demo_api.run_demo(ws, manifest, executor, options.seed, err, on_step)
     if as_json:
         emit_json(result.to_json())
     else:

@@ -9,6 +9,7 @@ is bad, 3 when none is bad but one could not be judged by any probe (``tracker.r
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from db.paths import data_dir
 from probes.api import Probe
 from tracker.bisect_options import BisectOptions, StoredOptions
 from tracker.bisect_session import BisectSession
-from tracker.cli import render
+from tracker.cli import progress, render
 from tracker.cli.app import (
     emit_json,
     err,
@@ -66,12 +67,16 @@ def run(revs: tuple[str, ...], probe_names: tuple[str, ...], command: str | None
     with workspace(repo, target) as ws, options.executor() as executor:
         shas = [ws.repo.resolve(rev) for rev in revs]
         rows = []
-        for probe in [command_probe(ws, command, probe_names)] if command else ws.probes(probe_names):
-            prober = ws.prober(probe, executor, "run", options.seed)
-            trees = prober.record_commits(shas)
-            for sha in shas:
-                with err.status(f"{probe.name} at {sha[:12]}"):
+        probes = [command_probe(ws, command, probe_names)] if command is not None else ws.probes(probe_names)
+        with progress.Reporter(err, "run") as reporter:
+            for probe in probes:
+                prober = ws.prober(probe, executor, "run", options.seed)
+                trees = prober.record_commits(shas)
+                for sha in shas:
+                    reporter.doing(f"{probe.name} at {sha[:12]}")
+                    started = time.perf_counter()
                     rows.append(render.measurement_row(ws.store.commit(prober.repo_id, sha), probe.name, prober.measure(sha, trees[sha])))
+                    reporter.step(progress.run_tick(len(rows), len(shas) * len(probes), rows[-1], time.perf_counter() - started))
     if as_json:
         emit_json(rows)
     else:
@@ -109,13 +114,15 @@ def bisect(ctx: click.Context, good: str | None, bad: str | None, find_fix: bool
     options = execution_settings(**execution)
     search = BisectOptions(strategy, options.workers, confidence, max_runs, find_fix)
     with workspace(repo, target) as ws:
-        probe = command_probe(ws, command, (probe_name,) if probe_name else ()) if command else ws.probe(probe_name)
+        probe = command_probe(ws, command, (probe_name,) if probe_name else ()) if command is not None else ws.probe(probe_name)
         pending = ws.unfinished_bisect(probe) if resume else None
         if pending is not None:
             stored = StoredOptions.of(pending)
             options, search = ExecutionOptions(**stored.execution), stored.search
-        with options.executor() as executor:
-            session = BisectSession(ws.store, ws.repo, ws.prober(probe, executor, "bisect", options.seed), search, render.step_printer(err))
+        with options.executor() as executor, progress.Reporter(err, f"bisect {probe.name}") as reporter:
+            prober = ws.prober(probe, executor, "bisect", options.seed)
+            steps = progress.bisect_steps(reporter, progress.stored_subjects(ws.store, prober.repo_id), search.workers)
+            session = BisectSession(ws.store, ws.repo, prober, search, steps)
             report = session.resume(pending) if pending is not None else session.start(good or "", bad or "", asdict(options))
     if as_json:
         emit_json(report.to_json())
@@ -138,8 +145,9 @@ def scan(range_spec: str, probe_names: tuple[str, ...], max_samples: int, confir
     with workspace(repo, target) as ws, options.executor() as executor:
         line = ws.repo.line(range_spec)
         probers = [ws.prober(p, executor, "scan", options.seed) for p in ws.probes(probe_names)]
-        with err.status("scanning") as status:
-            report = Scanner(ws.repo, probers, max_samples, confirm, progress=lambda text: status.update(f"scanning: {text}")).scan(line)
+        with progress.Reporter(err, "scan") as reporter:
+            steps = progress.scan_steps(reporter, progress.stored_subjects(ws.store, probers[0].repo_id))
+            report = Scanner(ws.repo, probers, max_samples, confirm, progress=steps).scan(line)
         record_scan(ws, probers[0].repo_id, report)
     if as_json:
         emit_json(report.to_json())
@@ -163,8 +171,9 @@ def track(branch: str | None, out_dir: Path | None, wait: bool, probe_names: tup
     with workspace(repo, target) as ws:
         with track_lock(ws.repo.path, ws.target.name, wait), options.executor() as executor:
             probers = [ws.prober(p, executor, "track", options.seed) for p in ws.probes(probe_names)]
-            with err.status("tracking"):
-                result = run_track(ws, branch or ws.target.branch, executor, options.seed, probers)
+            with progress.Reporter(err, "track") as reporter:
+                steps = progress.scan_steps(reporter, progress.stored_subjects(ws.store, probers[0].repo_id))
+                result = run_track(ws, branch or ws.target.branch, executor, options.seed, probers, steps)
         reports = write_reports(result, out_dir or data_dir() / "reports" / ws.target.name, ws.repo.path)
     if as_json:
         emit_json(result.to_json())

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console, Group
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
@@ -17,7 +17,7 @@ from tracker.core.verdicts import Verdict
 from tracker.measure import Measurement
 
 if TYPE_CHECKING:
-    from tracker.bisect_session import BisectReport, Step, StepCallback
+    from tracker.bisect_session import BisectReport
     from tracker.core.records import TransitionRecord
     from tracker.demo.walkthrough import DemoResult
     from tracker.scan import ScanReport
@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 
 # C0 and C1 control characters but tab and newline: a terminal acts on them (ESC starts a sequence).
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# Signatures can run to hundreds of characters (one per failing case); tables and step lines
+# show this many, --json all of them.
+SIGNATURE_WIDTH = 80
 STYLE = {"good": "green", "pass": "green", "bad": "red", "fail": "red", "crash": "red", "timeout": "red", "skip": "yellow", "error": "yellow"}
 
 
@@ -40,6 +43,15 @@ def printable(text: str) -> str:
     """Text from a repository or a probe with its control characters spelled out (``\\x1b``), so a
     commit subject cannot send escape sequences to the terminal."""
     return CONTROL.sub(lambda match: match.group().encode("unicode_escape").decode(), text)
+
+
+def cut(text: str, width: int = SIGNATURE_WIDTH) -> str:
+    """``text`` in at most ``width`` characters, "…" ending it when it was longer."""
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def signature_cell(signature: str | None) -> Text:
+    return Text(cut(printable(signature or "")))
 
 
 def plain(text: str) -> Text:
@@ -68,7 +80,7 @@ def measurement_row(commit: CommitInfo | None, probe: str, m: Measurement) -> di
 def measurements_table(rows: list[dict[str, Any]]) -> Table:
     table = Table("commit", "subject", "probe", "verdict", "reused", "signature")
     for r in rows:
-        table.add_row(short(r["sha"]), plain(r["subject"][:60]), plain(r["probe"]), styled(r["verdict"]), "yes" if r["reused"] else "", plain(r["signature"] or ""))
+        table.add_row(short(r["sha"]), plain(r["subject"][:60]), plain(r["probe"]), styled(r["verdict"]), "yes" if r["reused"] else "", signature_cell(r["signature"]))
     return table
 
 
@@ -102,7 +114,7 @@ def runs_table(runs: list[RunRow], title: str, rederived: dict[int, Outcome] | N
             styled(r.outcome.value),
             f"{r.duration_s:.2f}",
             plain(r.gpu_name or "cpu"),
-            plain((r.signature or "")[:60]),
+            signature_cell(r.signature),
             *extra,
         )
     return table
@@ -112,17 +124,6 @@ def commit_header(commit: CommitInfo) -> Text:
     pr = f" (#{commit.pr_number})" if commit.pr_number else ""
     reverts = f"\nreverts {commit.reverts_sha}" if commit.reverts_sha else ""
     return plain(f"{commit.sha}\n{commit.subject}{pr if pr not in commit.subject else ''}\n{commit.author}, {commit.authored_at:%Y-%m-%d %H:%M %Z}{reverts}")
-
-
-def step_printer(console: Console) -> StepCallback:
-    def show(step: Step, measurement: Measurement) -> None:
-        how = "stored" if step.reused else "ran"
-        line = Text.assemble(f"  {short(step.sha)} ", styled(step.verdict.value), f" ({how})")
-        if measurement.signature and step.verdict is not Verdict.GOOD:
-            line.append(f"  {printable(measurement.signature[:80])}")
-        console.print(line)
-
-    return show
 
 
 def bisect_summary(report: BisectReport) -> Group:
@@ -139,7 +140,7 @@ def bisect_summary(report: BisectReport) -> Group:
         for label, m in (("at the culprit", report.culprit_measurement), ("at its parent", report.parent_measurement)):
             if m is not None:
                 metrics = ", ".join(f"{k}={v:.3g}" for k, v in m.metrics.items())
-                lines.append(plain(f"  {label} ({short(m.sha)}): {m.verdict.value}; {m.signature or 'no failure'}{'; ' + metrics if metrics else ''}"))
+                lines.append(plain(f"  {label} ({short(m.sha)}): {m.verdict.value}; {cut(m.signature or 'no failure')}{'; ' + metrics if metrics else ''}"))
     else:
         lines.append(Text(f"the {report.found} is one of {len(report.candidates)} (untestable commits hide it):", style="bold"))
         lines += [plain(f"  {short(c.sha)} {c.subject}") for c in report.candidates]
@@ -191,12 +192,12 @@ def track_summary(result: TrackResult, reports: list[Any]) -> Group:
         parts.append(Text(f"{result.commits} new commits on {result.branch} {since} up to {short(result.head)}; {result.scan.executions} executions"))
         parts.append(scan_summary(result.scan))
     for r in result.new_regressions:
-        parts.append(Text.assemble(("new regression ", "bold red"), printable(f"in {r.transition.probe} at {short(r.transition.commit.sha)} {r.transition.commit.subject}: {r.measurement.signature or ''}")))
+        parts.append(Text.assemble(("new regression ", "bold red"), printable(f"in {r.transition.probe} at {short(r.transition.commit.sha)} {r.transition.commit.subject}: {cut(r.measurement.signature or '')}")))
     for h in result.at_head:
         if h.failing:
-            parts.append(Text.assemble((f"{h.probe} fails at {short(result.head)}", "bold red"), printable(f": {h.failing_since}; {h.measurement.signature or ''}")))
+            parts.append(Text.assemble((f"{h.probe} fails at {short(result.head)}", "bold red"), printable(f": {h.failing_since}; ") + cut(printable(h.measurement.signature or ""))))
         elif h.verdict is Verdict.SKIP:
-            parts.append(Text.assemble((f"{h.probe} is untestable at {short(result.head)}", "yellow"), printable(f": {h.measurement.signature or ''}")))
+            parts.append(Text.assemble((f"{h.probe} is untestable at {short(result.head)}", "yellow"), ": " + cut(printable(h.measurement.signature or ""))))
     parts += [Text(f"wrote {path}") for path in reports]
     return Group(*parts)
 
