@@ -224,7 +224,7 @@ def hostile_report() -> ReportData:
         (ReportStretch(probe, "flaky", sha[0], sha[0]),),
         (ReportBisect(1, probe, sha[0], sha[2], h("status"), sha[1], (sha[1],), (ReportBisectStep(sha[1], "bad", True),), h("strategy")),
          ReportBisect(2, probe, sha[0], sha[2], "ambiguous", None, (h("candidate"),), ())),
-        (ReportEnvironment(h("fingerprint"), *(h(f) for f in ("device", "gpu", "cc", "driver", "cuda", "torch", "flashinfer", "python", "host"))),),
+        (ReportEnvironment(h("fingerprint"), *(h(f) for f in ("device", "gpu", "cc", "driver", "cuda", "torch", "flashinfer", "python", "host")), facts=((h("fact"), h("value")),)),),
     )
 
 
@@ -268,7 +268,7 @@ def test_every_data_field_is_escaped() -> None:
     assert "<i>" not in page and "<b " not in page
     shown = parsed.all_text() + "\n".join(parsed.attribute_values())
     fields = ["repository", "probe", "signature", "status", "strategy", "candidate", "fingerprint",
-              "device", "gpu", "cc", "driver", "cuda", "torch", "flashinfer", "python", "host"]
+              "device", "gpu", "cc", "driver", "cuda", "torch", "flashinfer", "python", "host", "fact", "value"]
     fields += [f"subject{i}" for i in range(3)] + [f"author{i}" for i in range(3)]
     for name in fields:
         assert f'<i>{name}</i>"\'&amp;<b onmouseover=x>' in shown, name

@@ -135,6 +135,14 @@ def test_a_head_that_no_probe_can_judge_exits_3_with_every_case_skipped(tracked:
     assert all(s is not None and "untestable at" in (s.get("message") or "") for s in skipped)
     assert "0 failing, 2 untestable, 0 passing" in (out / "regtrack-summary.md").read_text()
 
+    add_commits(repo, 1, bug_at=None)  # still untestable
+    write_tree(read_tree(PROJECT_ROOT), repo)
+    git(repo, "add", "--all", when=1_800_000_100)
+    git(repo, "commit", "--quiet", "-m", "Fix the import after the registry move", when=1_800_000_100)
+    mended = track(repo, out, "--json")
+    assert mended.exit_code == 0, "an untestable new commit before a judged head is a stretch, not a failure"
+    assert json.loads(mended.stdout)["commits"] == 2
+
 
 def test_a_second_concurrent_track_exits_with_a_clear_message(tracked: tuple[Path, DemoManifest], tmp_path: Path) -> None:
     repo, _ = tracked

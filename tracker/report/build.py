@@ -82,7 +82,7 @@ def build_report(
             _bisect(s, ws.store.steps(s.id)) for s in ws.store.sessions(repo_id, ws.target.name) if s.probe_name in probes
         ),
         environments=tuple(
-            ReportEnvironment(fingerprint, **asdict(info))
+            ReportEnvironment(fingerprint, **{**asdict(info), "facts": tuple(sorted(info.facts.items()))})
             for fingerprint, info in ws.store.environments(repo_id)
             if shown is None or fingerprint in shown
         ),

@@ -135,12 +135,13 @@ class _Page(TimelineSections):
 
     def environments_section(self) -> str:
         fields = ("device", "gpu_name", "compute_capability", "driver", "cuda", "torch", "flashinfer", "python", "host")
-        heads = "".join(f"<th>{f.replace('_', ' ')}</th>" for f in ("fingerprint", *fields))
+        heads = "".join(f"<th>{f.replace('_', ' ')}</th>" for f in ("fingerprint", *fields, "facts"))
         rows = []
         for env in self.data.environments:
             values = "".join(f"<td>{e(v) if (v := getattr(env, f)) is not None else '<span class=muted>&ndash;</span>'}</td>" for f in fields)
-            rows.append(f'<tr><td><code title="{e(env.fingerprint)}">{e(env.fingerprint[:16])}</code></td>{values}</tr>')
-        body = "".join(rows) or f'<tr><td colspan="{len(fields) + 1}" class="muted">no environments</td></tr>'
+            facts = e(", ".join(f"{k}={v}" for k, v in env.facts)) or "<span class=muted>&ndash;</span>"
+            rows.append(f'<tr><td><code title="{e(env.fingerprint)}">{e(env.fingerprint[:16])}</code></td>{values}<td>{facts}</td></tr>')
+        body = "".join(rows) or f'<tr><td colspan="{len(fields) + 2}" class="muted">no environments</td></tr>'
         return f'<section id="environments"><h2>Environments</h2><table class="list"><thead><tr>{heads}</tr></thead><tbody>{body}</tbody></table></section>'
 
 

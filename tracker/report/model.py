@@ -97,6 +97,7 @@ class ReportEnvironment:
     flashinfer: str | None = None
     python: str | None = None
     host: str | None = None
+    facts: tuple[tuple[str, str], ...] = ()  # what the target declares about its environment, sorted
 
 
 @dataclass(frozen=True)
