@@ -126,6 +126,15 @@ def test_find_fix_checks_that_the_old_end_fails_and_the_new_end_passes(demo: tup
     assert len(swapped.stderr.strip().splitlines()) == 1
 
 
+def test_a_trusting_bisect_whose_good_end_fails_stops_with_one_line(demo: tuple[Path, DemoManifest]) -> None:
+    repo, manifest = demo
+    overwrite = manifest.bugs["target_verify_overwrite"]
+    args = ("bisect", "--repo", str(repo), "--probe", "target_verify_metadata", "--strategy", "binary")
+    failing_good = regtrack(*args, "--good", overwrite.introduced, "--bad", overwrite.reverted or "")
+    assert failing_good.exit_code == 2, failing_good.output
+    assert failing_good.stderr.strip().splitlines()[-1].startswith(f"regtrack: error: the good end {overwrite.introduced[:12]} is bad")
+
+
 class Interrupted(Exception):
     """Stands for the user's ^C after the session's first steps were stored."""
 

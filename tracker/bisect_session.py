@@ -54,7 +54,12 @@ from tracker.core.records import CommitInfo, SessionRow
 from tracker.core.verdicts import Verdict
 from tracker.execution import owners
 from tracker.measure import Measurement, Prober, Request
-from tracker.search.strategies import DEFAULT_PRIOR_STRENGTH, Strategy, make_strategy
+from tracker.search.strategies import (
+    DEFAULT_PRIOR_STRENGTH,
+    InconsistentVerdicts,
+    Strategy,
+    make_strategy,
+)
 from tracker.search.transitions import group_runs
 from tracker.targets.reuse import Attempt
 from tracker.targets.revisions import Repo
@@ -214,11 +219,15 @@ class _Run:
                 self.session.on_step(step, measurement, self._progress(seconds))
 
     def _progress(self, seconds: float) -> StepProgress:
-        rounds = self.strategy.rounds_left(self.options.workers)
+        try:
+            rounds, remaining = self.strategy.rounds_left(self.options.workers), self.strategy.remaining()
+        except InconsistentVerdicts:
+            # an end that misbehaves under a search that trusts every run: verify_ends stops the session
+            rounds, remaining = 0, len(self.candidates)
         left = sum(index not in self.verdicts for index in (0, len(self.shas) - 1)) + rounds * self.options.workers
         if self.options.max_runs is not None:
             left = min(left, max(self.options.max_runs - self._executions(), 0))
-        return StepProgress(len(self.steps), len(self.steps) + left, self.strategy.remaining(), rounds, seconds)
+        return StepProgress(len(self.steps), len(self.steps) + left, remaining, rounds, seconds)
 
     def measure(self, indices: list[int]) -> None:
         """One round: stored attempts not fed yet go to the strategy; the other revisions are measured."""
