@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Every GPU check of the project in one device call; logs under $OUT (default: ./gpu-out).
+#
+#   source .device-bundle/setup.sh && bash scripts/gpu_check.sh
+#
+# 1. tests marked gpu (the probes at HEAD and on each planted bug, the attention comparison
+#    against an fp32 reference, and a known-wrong mask that must fail);
+# 2. scripts/probe_matrix.py on cuda in bf16 (every probe against every planted bug);
+# 3. the CLI end to end on the demo history with --device cuda: run at HEAD and on the overwrite
+#    bug, a bf16 result not reused for float32, --device cuda:7 refused before anything runs.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-$PWD/gpu-out}"
+mkdir -p "$OUT"
+export REGTRACK_HOME="$(mktemp -d)"
+status=0
+
+python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu.py 2>&1 | tee "$OUT/pytest-gpu.log" | tail -5 || status=1
+python3 scripts/probe_matrix.py --device cuda --dtype bfloat16 --flaky-seeds 20 --json "$OUT/probe-matrix.json" > "$OUT/probe-matrix.txt" 2>&1 || status=1
+tail -30 "$OUT/probe-matrix.txt"
+
+demo="$REGTRACK_HOME/demo"
+python3 scripts/make_demo_history.py "$demo" > "$OUT/demo.log" 2>&1 || status=1
+buggy="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["bugs"]["target_verify_overwrite"]["introduced"])' "$demo.manifest.json")"
+{
+  echo "== run HEAD, cuda, bf16"
+  python3 -m tracker.cli run --repo "$demo" --device cuda --dtype bfloat16 HEAD --json
+  echo "exit $?"
+  echo "== run the overwrite bug's culprit $buggy, cuda, bf16 (exit 1)"
+  python3 -m tracker.cli run --repo "$demo" --device cuda --dtype bfloat16 --probe target_verify_attention --probe target_verify_metadata "$buggy" --json
+  echo "exit $?"
+  echo "== run HEAD, cuda, float32 (must not reuse the bf16 rows)"
+  python3 -m tracker.cli run --repo "$demo" --device cuda --dtype float32 --probe target_verify_attention HEAD --json
+  echo "exit $?"
+  echo "== run HEAD, cuda:7 (one GPU here: refused, exit 2)"
+  python3 -m tracker.cli run --repo "$demo" --device cuda:7 HEAD
+  echo "exit $?"
+  echo "== environments stored"
+  python3 -m tracker.cli history --repo "$demo" --json --limit 200 | python3 -c 'import json,sys; rows=json.load(sys.stdin); print(sorted({(r["fingerprint"], r.get("gpu_name")) for r in rows}))'
+} > "$OUT/cli-cuda.log" 2>&1
+cat "$OUT/cli-cuda.log" | grep -v '^\s' | tail -30
+exit $status
