@@ -77,10 +77,11 @@ def exit_signature(code: int) -> str:
 def run_command(
     argv: Sequence[str], cwd: Path, timeout_s: float | None = None, env: Mapping[str, str] | None = None
 ) -> ProbeResult:
-    """Run ``argv`` in ``cwd`` (never through a shell) and judge it by its exit status."""
+    """Run ``argv`` in ``cwd`` (never through a shell) with environment ``env`` (default: ours) and
+    judge it by its exit status."""
     with tempfile.TemporaryDirectory(prefix="regtrack-command-") as scratch:
         output, metrics_file = Path(scratch) / "output", Path(scratch) / "metrics.json"
-        child_env = {**os.environ, **(env or {}), METRICS_ENV: str(metrics_file)}
+        child_env = {**(os.environ if env is None else env), METRICS_ENV: str(metrics_file)}
         with open(output, "wb") as sink:
             try:
                 process = subprocess.Popen(

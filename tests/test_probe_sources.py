@@ -320,3 +320,16 @@ def test_a_worker_refuses_a_probe_whose_code_changed_since_the_parent_hashed_it(
         edited = command_spec("check", ["sh", "check.sh"], tmp_path, inputs=("check.sh",))
         with pytest.raises(UsageError, match="probe 'check' changed while this command ran"):
             worker.run(replace(job, source=edited.to_json()), 60)
+
+
+def test_a_command_sees_the_users_environment_not_the_workers(history: History, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No bytecode prefix (every command would recompile what it imports), no safe-path flag,
+    the user's PYTHONPATH without regtrack's own checkout."""
+    monkeypatch.setenv("PYTHONPATH", "/the/users/path")
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
+    shown = """sh -c 'echo "${PYTHONPYCACHEPREFIX-unset} ${PYTHONSAFEPATH-unset} $PYTHONPATH"; exit 1'"""
+    row = run_json(tmp_path, "--repo", str(history.repo), "--command", shown, "HEAD")
+    assert row["verdict"] == "bad"
+    with Store.open() as store:
+        [run] = store.runs()
+    assert run.detail == "unset unset /the/users/path"

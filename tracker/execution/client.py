@@ -344,6 +344,24 @@ def _child_env(extra: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
+def command_environment(env: Mapping[str, str]) -> dict[str, str]:
+    """What a worker's command probes run with: the worker's environment (``env``) without what
+    ``_child_env`` set for the worker itself, so a command sees the user's environment (and the
+    target's). A bytecode prefix in particular would make every command recompile what it imports."""
+    from db.paths import cache_dir
+
+    command = dict(env)
+    paths = command.pop("PYTHONPATH", "").split(os.pathsep)
+    if paths[0] and paths[0] == _import_root():
+        paths = paths[1:]
+    if any(paths):
+        command["PYTHONPATH"] = os.pathsep.join(paths)
+    if command.get("PYTHONPYCACHEPREFIX") == str(cache_dir() / "pycache"):
+        del command["PYTHONPYCACHEPREFIX"]
+    command.pop("PYTHONSAFEPATH", None)
+    return command
+
+
 def _import_root() -> str | None:
     """The directory holding the ``tracker`` package, unless it is a site directory already on the path."""
     root = Path(__file__).resolve().parent.parent

@@ -47,6 +47,7 @@ from tracker.core.errors import UsageError
 if TYPE_CHECKING:
     pass
 
+from tracker.execution.client import command_environment
 from tracker.execution.environment import device_error, environment, quiet_torch_import
 from tracker.execution.protocol import (
     NONCE_ENV,
@@ -104,7 +105,7 @@ def _run(job: Job) -> dict[str, Any]:
     if changed := _snapshot_changed(Path(job.root)):
         result = ProbeResult(Outcome.ERROR, signature=f"{SNAPSHOT_MODIFIED}: {changed}")
     elif isinstance(probe.check, CommandCheck):
-        result = probe.check.run(Path(job.root), job.timeout_s)
+        result = probe.check.run(Path(job.root), job.timeout_s, command_environment(os.environ))
     else:
         ctx = ProbeContext(Path(job.root), job.device, job.dtype, job.seed, tuple(job.import_roots))
         result = run_case(probe, case, ctx)
