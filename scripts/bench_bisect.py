@@ -15,6 +15,13 @@ first bad commit is the one that introduced the bug. The range holds a merge, so
 * regtrack: ``python -m tracker.cli bisect --good G --bad B --probe P --repo DEMO --json`` in a
   subprocess with ``REGTRACK_HOME`` a fresh directory; its executions count both ends. The same
   command is then run again; its executions should be 0.
+* ``regtrack bisect --command``: git's probe step, the same command line, given to regtrack as
+  ``--command`` over the whole repository (paths ``.``: every commit of the range changes the
+  tree, so tree reuse skips nothing and both tools search the same n commits). Compared per
+  execution (regtrack's fixed cost spread over its executions, target <= 1.1x git's) and whole
+  (target <= 1.3, regtrack's two end checks included); ``--strategy binary`` trusts every result
+  as git does, ``auto`` (the default) adds one confirmation rerun. A second identical bisect
+  runs nothing (target < 0.5 s). ``--command-only`` runs just these rows.
 
 Wall times cover each whole command, interpreter start-up included (for git: bisect start and
 bisect run; the clone is set-up). Exits 1 when either tool names a wrong culprit, else 0.
@@ -27,6 +34,7 @@ import json
 import math
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -103,7 +111,6 @@ def run_git(demo: Path, work: Path, good: str, bad: str, device: str, dtype: str
     counter = work / "git-probe-count.txt"
     counter.write_text("")
     env = clean_env(**{COUNTER_ENV: str(counter)})
-    code = GIT_PROBE.format(counter=COUNTER_ENV, probe=PROBE, device=device, dtype=dtype)
     started = time.perf_counter()
     start = subprocess.run(
         ["git", "bisect", "start", "--first-parent", bad, good], cwd=clone, env=env, capture_output=True, text=True, check=False
@@ -111,7 +118,7 @@ def run_git(demo: Path, work: Path, good: str, bad: str, device: str, dtype: str
     if start.returncode != 0:
         raise RuntimeError(f"git bisect start failed: {start.stderr.strip()}")
     run = subprocess.run(
-        ["git", "bisect", "run", sys.executable, "-c", code], cwd=clone, env=env, capture_output=True, text=True, check=False
+        ["git", "bisect", "run", *git_probe_argv(device, dtype)], cwd=clone, env=env, capture_output=True, text=True, check=False
     )
     wall = time.perf_counter() - started
     (work / "git-bisect-run.log").write_text(run.stdout + run.stderr)
@@ -122,12 +129,19 @@ def run_git(demo: Path, work: Path, good: str, bad: str, device: str, dtype: str
     return ToolResult("git bisect run (ends not tested)", executions, wall, found.group(1) if found else None, run.returncode, note)
 
 
-def run_regtrack(label: str, demo: Path, home: Path, good: str, bad: str, device: str, dtype: str, log: Path) -> ToolResult:
+def git_probe_argv(device: str, dtype: str) -> list[str]:
+    return [sys.executable, "-c", GIT_PROBE.format(counter=COUNTER_ENV, probe=PROBE, device=device, dtype=dtype)]
+
+
+def run_regtrack(
+    label: str, demo: Path, home: Path, good: str, bad: str, device: str, dtype: str, log: Path,
+    selector: tuple[str, ...] = ("--probe", PROBE), counter: Path | None = None,
+) -> ToolResult:  # fmt: skip
     command = [
-        sys.executable, "-m", "tracker.cli", "bisect", "--good", good, "--bad", bad, "--probe", PROBE,
+        sys.executable, "-m", "tracker.cli", "bisect", "--good", good, "--bad", bad, *selector,
         "--repo", str(demo), "--device", device, "--dtype", dtype, "--json",
     ]  # fmt: skip
-    env = clean_env(REGTRACK_HOME=str(home))
+    env = clean_env(REGTRACK_HOME=str(home), **({COUNTER_ENV: str(counter)} if counter else {}))
     started = time.perf_counter()
     result = subprocess.run(command, cwd=demo.parent, env=env, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - started
@@ -151,7 +165,7 @@ def table(rows: list[list[str]], header: list[str]) -> str:
     return "\n".join([line(header), "  ".join("-" * w for w in widths), *(line(r) for r in rows)])
 
 
-def bench(work: Path, commits: int, device: str, dtype: str) -> int:
+def bench(work: Path, commits: int, device: str, dtype: str, command_only: bool = False) -> int:
     demo = work / "demo"
     started = time.perf_counter()
     manifest = build_demo_history(demo, commits)
@@ -161,10 +175,15 @@ def bench(work: Path, commits: int, device: str, dtype: str) -> int:
     print(f"probe {PROBE}, range good {good[:12]} .. bad {bad[:12]}: n = {n} first-parent commits in (good, bad], {merges} merge(s)")
     print(f"expected first bad commit: {first_bad[:12]} (the introduction of {BUG})")
     print(flush=True)
+    git_result = run_git(demo, work, good, bad, device, dtype)
+    ok = True if command_only else bench_probe(work, demo, good, bad, first_bad, n, device, dtype, git_result)
+    return 0 if bench_command(work, demo, good, bad, first_bad, n, device, dtype, git_result) and ok else 1
 
+
+def bench_probe(work: Path, demo: Path, good: str, bad: str, first_bad: str, n: int, device: str, dtype: str, git_result: ToolResult) -> bool:
     home = work / "regtrack-home"
     results = [
-        run_git(demo, work, good, bad, device, dtype),
+        git_result,
         run_regtrack("regtrack bisect (both ends counted)", demo, home, good, bad, device, dtype, work / "regtrack-1.log"),
         run_regtrack("regtrack bisect, 2nd identical run", demo, home, good, bad, device, dtype, work / "regtrack-2.log"),
     ]
@@ -187,7 +206,39 @@ def bench(work: Path, commits: int, device: str, dtype: str) -> int:
     print(f"git bisect run executions = {git_result.executions} (ends not tested; {git_result.executions + 2} with them)")
     print(f"wall ratio regtrack/git = {first.wall_s / git_result.wall_s:.2f} (target <= 0.5)")
     print(f"second identical bisect executions = {second.executions} (target 0)")
-    return 0 if all(r.culprit == first_bad for r in results) else 1
+    print(flush=True)
+    return all(r.culprit == first_bad for r in results)
+
+
+def bench_command(work: Path, demo: Path, good: str, bad: str, first_bad: str, n: int, device: str, dtype: str, git_result: ToolResult) -> bool:
+    """The same command line under `git bisect run` and under `regtrack bisect --command`."""
+    counter = work / "command-probe-count.txt"
+    command = shlex.join(git_probe_argv(device, dtype))
+    rows = [git_result]
+    for strategy in ("binary", "auto"):
+        selector, home = ("--command", command, "--strategy", strategy), work / f"regtrack-command-{strategy}-home"
+        log = work / f"regtrack-command-{strategy}.log"
+        rows.append(run_regtrack(f"regtrack bisect --command, {strategy}", demo, home, good, bad, device, dtype, log, selector, counter))
+    again, home = ("--command", command, "--strategy", "binary"), work / "regtrack-command-binary-home"
+    second = run_regtrack("  2nd identical bisect", demo, home, good, bad, device, dtype, work / "regtrack-command-2.log", again, counter)
+    print(f'regtrack bisect --command against git bisect run: the same command, paths "." (n = {n}, every commit changes the tree)')
+    print(table([_command_row(r, first_bad) for r in [*rows, second]], ["tool", "executions", "wall s", "s / execution", "culprit ok"]))
+    for r in [*rows, second]:
+        if r.culprit != first_bad:
+            print(f"  {r.tool}: named {r.culprit or 'nothing'}, expected {first_bad}" + (f"; {r.note}" if r.note else ""))
+    binary = rows[1]
+    if git_result.executions and binary.executions:
+        per_git, per_regtrack = git_result.wall_s / git_result.executions, binary.wall_s / binary.executions
+        print(f"wall per execution regtrack/git = {per_regtrack / per_git:.2f} (binary; target <= 1.1)")
+        print(f"whole-command wall ratio regtrack/git = {binary.wall_s / git_result.wall_s:.2f} (binary, both ends included; target <= 1.3)")
+        print(f"  with auto's confirmation rerun: {rows[2].wall_s / git_result.wall_s:.2f}")
+    print(f"second identical bisect: {second.wall_s:.2f} s, {second.executions} executions (target < 0.5 s, 0)")
+    return all(r.culprit == first_bad for r in [*rows, second])
+
+
+def _command_row(r: ToolResult, first_bad: str) -> list[str]:
+    per = f"{r.wall_s / r.executions:.2f}" if r.executions else "-"
+    return [r.tool, "?" if r.executions is None else str(r.executions), f"{r.wall_s:.2f}", per, "yes" if r.culprit == first_bad else "no"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -196,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", type=Path, metavar="DIR", help="work in DIR (missing or empty) and keep it")
     parser.add_argument("--device", default="cpu", help="probe device for both tools (cpu or cuda)")
     parser.add_argument("--dtype", help="probe dtype (default: float32 on cpu, bfloat16 on cuda)")
+    parser.add_argument("--command-only", action="store_true", help="only the rows of regtrack bisect --command against git bisect run")
     args = parser.parse_args(argv)
     dtype = args.dtype or ("bfloat16" if args.device.startswith("cuda") else "float32")
     if args.keep is not None:
@@ -203,10 +255,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"bench_bisect: {args.keep} exists and is not an empty directory", file=sys.stderr)
             return 2
         args.keep.mkdir(parents=True, exist_ok=True)
-        return bench(args.keep.resolve(), args.commits, args.device, dtype)
+        return bench(args.keep.resolve(), args.commits, args.device, dtype, args.command_only)
     work = Path(tempfile.mkdtemp(prefix="regtrack-bench-bisect-"))
     try:
-        return bench(work, args.commits, args.device, dtype)
+        return bench(work, args.commits, args.device, dtype, args.command_only)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
