@@ -6,7 +6,7 @@ execution is a row, and one attempt of a case is stored once.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from dataclasses import fields as dataclass_fields
 from datetime import datetime
@@ -58,9 +58,24 @@ class Store(SessionStore):
                 session.execute(update(Commit), old)
 
     def record_tree(self, repo_id: int, sha: str, paths_key: str, tree_hash: str) -> None:
+        self.record_trees(repo_id, paths_key, {sha: tree_hash})
+
+    def record_trees(self, repo_id: int, paths_key: str, trees: Mapping[str, str]) -> None:
+        """The tree hash of ``paths_key`` at each recorded commit, in one transaction (a range of a
+        thousand commits is recorded by every bisect of it)."""
         with self._writing() as session:
-            commit_id = _commit_id(session, repo_id, sha)
-            session.merge(TargetTree(commit_id=commit_id, paths_key=paths_key, tree_hash=tree_hash))
+            ids = _commit_ids(session, repo_id, list(trees))
+            missing = [sha for sha in trees if sha not in ids]
+            if missing:
+                raise LookupError(f"commit {missing[0]} of repository {repo_id} is not recorded; record_commits it first")
+            stored = _stored_trees(session, paths_key, [ids[sha] for sha in trees])
+            rows = [{"commit_id": ids[sha], "paths_key": paths_key, "tree_hash": tree} for sha, tree in trees.items()]
+            new = [row for row in rows if row["commit_id"] not in stored]
+            changed = [row for row in rows if row["commit_id"] in stored and stored[row["commit_id"]] != row["tree_hash"]]
+            if new:
+                session.execute(insert(TargetTree), new)
+            if changed:
+                session.execute(update(TargetTree), changed)
 
     def tree_hash(self, repo_id: int, sha: str, paths_key: str) -> str | None:
         query = (
@@ -254,6 +269,16 @@ def _commit_ids(session: Session, repo_id: int, shas: list[str], chunk: int = 50
         )
         ids.update(session.execute(query).all())
     return ids
+
+
+def _stored_trees(session: Session, paths_key: str, commit_ids: list[int], chunk: int = 500) -> dict[int, str]:
+    trees: dict[int, str] = {}
+    for start in range(0, len(commit_ids), chunk):
+        query = select(TargetTree.commit_id, TargetTree.tree_hash).where(
+            TargetTree.paths_key == paths_key, TargetTree.commit_id.in_(commit_ids[start : start + chunk])
+        )
+        trees.update(session.execute(query).all())
+    return trees
 
 
 def _commit_id(session: Session, repo_id: int, sha: str) -> int:

@@ -211,6 +211,18 @@ def test_record_tree(store: Store, seeded: tuple[int, int, int]) -> None:
         store.record_tree(repo_id, "f" * 40, "backend", "tree-a")
 
 
+def test_record_trees_stores_new_keeps_known_and_mends_changed_trees_at_once(store: Store, seeded: tuple[int, int, int]) -> None:
+    repo_id, _, _ = seeded
+    one, two, three = (_commit(n).sha for n in (1, 2, 3))
+    store.record_trees(repo_id, "backend", {one: "tree-a", two: "tree-b"})
+    store.record_trees(repo_id, "backend", {one: "tree-a", two: "tree-c", three: "tree-d"})
+    assert [store.tree_hash(repo_id, sha, "backend") for sha in (one, two, three)] == ["tree-a", "tree-c", "tree-d"]
+    assert store.tree_hash(repo_id, one, ".") is None
+    with pytest.raises(LookupError):
+        store.record_trees(repo_id, "backend", {three: "tree-e", "f" * 40: "tree-a"})
+    assert store.tree_hash(repo_id, three, "backend") == "tree-d", "nothing of a refused batch is stored"
+
+
 def test_environment_fingerprint_is_stable_and_deduplicated(store: Store) -> None:
     assert H200.fingerprint == replace(H200, host="node-b").fingerprint
     assert len(H200.fingerprint) == 16 and int(H200.fingerprint, 16) >= 0

@@ -111,8 +111,7 @@ class Prober:
         """Store the commits' metadata and target trees; returns each one's tree hash."""
         self.store.record_commits(self.repo_id, self.repo.commit_infos(shas))
         trees = self.repo.tree_hashes(shas, self.target.paths)
-        for sha, tree in trees.items():
-            self.store.record_tree(self.repo_id, sha, self.paths_key, tree)
+        self.store.record_trees(self.repo_id, self.paths_key, trees)
         return trees
 
     def attempts(self, tree_hash: str) -> list[Attempt]:
