@@ -44,6 +44,10 @@ class LocalExecutor:
         self.device = device
         self.dtype = dtype
         self.timeout_s = timeout_s
+        self._env = dict(env or {})
+        self._predicted: EnvironmentInfo | None = None
+        self._confirmed: set[int] = set()
+        """The slots whose worker reported the predicted environment."""
         log_dir = log_dir or _default_log_dir()
         _prune_logs(log_dir, KEEP_LOGS)
         gpus = _visible_gpus() if device == "cuda" else []
@@ -94,7 +98,18 @@ class LocalExecutor:
         return [results[index] for index in range(len(jobs))]
 
     def environment(self, env: Mapping[str, str] | None = None) -> EnvironmentInfo:
-        """The workers' stack, as a worker started with ``env`` (the variables its jobs carry) reports it."""
+        """The workers' stack, as a worker started with ``env`` (the variables its jobs carry) reports it.
+
+        On the CPU a worker is this interpreter with its installed distributions, so unless the
+        variables change where Python finds them this process answers without starting one (most of
+        a command that finds everything stored). The answer is a prediction: each worker that starts
+        for a job reports its own first, and one that differs stops the command before it runs anything.
+        """
+        if self.device == "cpu" and not _moves_python({**self._env, **(env or {})}):
+            from tracker.execution.environment import environment
+
+            self._predicted = environment(self.device)
+            return self._predicted
         client = self._idle.get()
         try:
             return client.environment(self.device, env)
@@ -109,9 +124,29 @@ class LocalExecutor:
     def _run_one(self, job: Job, timeout_s: float) -> JobResult:
         client = self._idle.get()
         try:
+            self._confirm_prediction(client, job)
             return client.run(job, timeout_s if job.timeout_s is None else job.timeout_s + SELF_TIMED_GRACE_S)
         finally:
             self._idle.put(client)
+
+
+    def _confirm_prediction(self, client: WorkerClient, job: Job) -> None:
+        slot = self.clients.index(client)
+        if self._predicted is None or slot in self._confirmed:
+            return
+        reported = client.environment(self.device, job.env)
+        if reported != self._predicted:
+            raise UsageError(
+                f"the probe worker reports another environment ({reported.fingerprint}: torch {reported.torch}, "
+                f"python {reported.python}) than regtrack ({self._predicted.fingerprint}: torch {self._predicted.torch}, "
+                f"python {self._predicted.python}); run regtrack with the interpreter its workers use"
+            )
+        self._confirmed.add(slot)
+
+
+def _moves_python(env: Mapping[str, str]) -> bool:
+    """Whether variables change where a Python process finds its modules and distributions."""
+    return any(name.startswith("PYTHON") or name == "VIRTUAL_ENV" for name in env)
 
 
 def _slot_env(slot: int, workers: int, gpus: list[str]) -> dict[str, str]:
