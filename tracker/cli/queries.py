@@ -20,8 +20,6 @@ from tracker.queries import (
     runs_of_commits,
     verdict_under,
 )
-from tracker.report.build import build_report
-from tracker.report.html import render_html
 
 
 @main.command()
@@ -103,6 +101,9 @@ def show(rev: str, repo: Path | None, target: str | None, as_json: bool) -> None
 @target_options
 def report(html_path: Path, range_spec: str | None, probe_names: tuple[str, ...], environment: str | None, repo: Path | None, target: str | None) -> None:
     """Write an HTML report of the stored results along the first-parent line; nothing is run."""
+    from tracker.report.build import build_report  # only this command pays for the report's modules
+    from tracker.report.html import render_html
+
     _check_writable(html_path)
     with workspace(repo, target) as ws:
         data = build_report(ws, range_spec, probe_names, environment)
