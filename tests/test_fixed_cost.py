@@ -1,6 +1,6 @@
-"""What a command that finds everything stored costs: no worker started, neither torch nor alembic
-imported. A CPU worker's environment is predicted in the parent, and checked against each worker
-that does start before it runs anything."""
+"""What a command that finds everything stored costs: no worker started; neither torch, alembic nor
+GitPython imported. A CPU worker's environment is predicted in the parent, and checked against
+each worker that does start before it runs anything."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ try:
 except SystemExit as exit:
     code = exit.code
 with open(REPORT, "w") as out:
-    json.dump({"code": code, "torch": "torch" in sys.modules, "alembic": "alembic" in sys.modules}, out)
+    json.dump({"code": code, **{name: name in sys.modules for name in ("torch", "alembic", "git")}}, out)
 """
 
 
@@ -55,10 +55,10 @@ def worker_logs(tmp_path: Path) -> list[Path]:
 
 def test_a_command_bisect_that_finds_everything_stored_starts_no_worker_and_imports_no_torch_or_alembic(repo: GitRepo, tmp_path: Path) -> None:
     args = ("bisect", "--repo", str(repo.path), "--command", "sh check.sh", "--good", "HEAD~7", "--bad", "HEAD")
-    assert cli(tmp_path, *args) == {"code": 1, "torch": False, "alembic": True}, "the first opening migrates"
+    assert cli(tmp_path, *args) == {"code": 1, "torch": False, "alembic": True, "git": False}, "the first opening migrates"
     started = worker_logs(tmp_path)
     assert started
-    assert cli(tmp_path, *args) == {"code": 1, "torch": False, "alembic": False}
+    assert cli(tmp_path, *args) == {"code": 1, "torch": False, "alembic": False, "git": False}
     assert worker_logs(tmp_path) == started, "a worker was started to run nothing"
 
 

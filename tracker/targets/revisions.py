@@ -15,8 +15,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import git
-
 from tracker.core.errors import UsageError
 
 if TYPE_CHECKING:
@@ -69,15 +67,14 @@ class Repo:
     def __init__(self, path: Path) -> None:
         path = Path(path).expanduser()
         fix = "pass --repo PATH naming a git repository with a work tree"
-        try:
-            repo = git.Repo(path, search_parent_directories=True, expand_vars=False)
-        except git.NoSuchPathError:
-            raise UsageError(f"repository path {path} does not exist; {fix}") from None
-        except git.InvalidGitRepositoryError:
-            raise UsageError(f"{path} is not a git repository; {fix}") from None
-        if repo.bare or repo.working_tree_dir is None:
+        if not path.exists():
+            raise UsageError(f"repository path {path} does not exist; {fix}")
+        bare, top = _work_tree(path)
+        if bare:
             raise UsageError(f"{path} is a bare repository; clone it (git clone {path} DIR) and {fix}")
-        self.path = Path(repo.working_tree_dir)
+        if top is None:
+            raise UsageError(f"{path} is not a git repository; {fix}")
+        self.path = top
 
     def __repr__(self) -> str:
         return f"Repo({str(self.path)!r})"
@@ -247,13 +244,35 @@ class Repo:
         settings neutralised (``NEUTRAL_CONFIG``, ``UNSET_ENVIRONMENT``)."""
         settings = [part for setting in NEUTRAL_CONFIG for part in ("-c", setting)]
         return subprocess.run(
-            [git.Git.GIT_PYTHON_GIT_EXECUTABLE or "git", *settings, *args],
+            [git_executable(), *settings, *args],
             check=False,
             cwd=self.path,
             env=_git_environment(),
             input=stdin if stdin is not None else b"",
             capture_output=True,
         )
+
+
+def git_executable() -> str:
+    """``git``, or the program ``$GIT_PYTHON_GIT_EXECUTABLE`` names (as GitPython honoured it)."""
+    return os.environ.get("GIT_PYTHON_GIT_EXECUTABLE") or "git"
+
+
+def _work_tree(path: Path) -> tuple[bool, Path | None]:
+    """Whether ``path`` lies in a bare repository, and the top of the work tree it lies in (None: none).
+
+    One ``git rev-parse``, so that finding the repository costs a process, not GitPython's imports."""
+    try:
+        found = subprocess.run(
+            [git_executable(), "rev-parse", "--is-bare-repository", "--show-toplevel"],
+            cwd=path, env=_git_environment(), capture_output=True, text=True, check=False,
+        )  # fmt: skip
+    except (NotADirectoryError, FileNotFoundError, PermissionError):
+        return False, None
+    lines = found.stdout.splitlines()
+    if lines[:1] == ["true"]:
+        return True, None
+    return False, Path(lines[1]) if found.returncode == 0 and len(lines) > 1 else None
 
 
 def _git_environment() -> dict[str, str]:

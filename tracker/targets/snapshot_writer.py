@@ -17,10 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-import git
-
 from tracker.core.errors import UsageError
-from tracker.targets.revisions import Repo
+from tracker.targets.revisions import Repo, git_executable
 
 CHUNK = 1 << 20
 Manifest = dict[str, tuple[int, int, int]]
@@ -201,7 +199,7 @@ class _Objects:
         self.repo = repo
         try:
             self.process = subprocess.Popen(
-                [git.Git.GIT_PYTHON_GIT_EXECUTABLE or "git", "cat-file", "--batch"],
+                [git_executable(), "cat-file", "--batch"],
                 cwd=repo.path,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
