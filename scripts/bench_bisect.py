@@ -175,6 +175,8 @@ def bench(work: Path, commits: int, device: str, dtype: str, command_only: bool 
     print(f"probe {PROBE}, range good {good[:12]} .. bad {bad[:12]}: n = {n} first-parent commits in (good, bad], {merges} merge(s)")
     print(f"expected first bad commit: {first_bad[:12]} (the introduction of {BUG})")
     print(flush=True)
+    # untimed: the first import of torch after a boot reads it from disk; neither tool should pay for that
+    subprocess.run(git_probe_argv(device, dtype), cwd=demo, env=clean_env(**{COUNTER_ENV: os.devnull}), capture_output=True, check=False)
     git_result = run_git(demo, work, good, bad, device, dtype)
     ok = True if command_only else bench_probe(work, demo, good, bad, first_bad, n, device, dtype, git_result)
     return 0 if bench_command(work, demo, good, bad, first_bad, n, device, dtype, git_result) and ok else 1
