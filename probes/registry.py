@@ -25,7 +25,10 @@ class ProbeLoadError(Exception):
 
 
 def register(probe: Probe) -> Probe:
-    if probe.name in _PROBES and _PROBES[probe.name] is not probe:
+    """Register ``probe`` under its name. A module run again (a probe file edited since it was
+    loaded) replaces what it registered; another module's probe of the same name is an error."""
+    known = _PROBES.get(probe.name)
+    if known is not None and known is not probe and _defined_in(known) != _defined_in(probe):
         raise ValueError(f"a probe named {probe.name!r} is already registered")
     _PROBES[probe.name] = probe
     return probe
@@ -98,6 +101,10 @@ def _load_entry_point(point: EntryPoint) -> None:
             raise ProbeLoadError(f"{where}: {exc}; rename one of them") from None
     elif point.attr:
         raise ProbeLoadError(f"{where} names a {type(loaded).__name__}, not a Probe; point it at a Probe or a module")
+
+
+def _defined_in(probe: Probe) -> str | None:
+    return getattr(probe.check, "__module__", None)
 
 
 def _load_builtins() -> None:

@@ -164,10 +164,22 @@ def _load_module(spec: ProbeSpec, where: str) -> tuple[ModuleType, bytes]:
         return _load_file(Path(spec.base, where))
     try:
         module = importlib.import_module(where)
+        source = _source_of(module)
+        if _IMPORTED.setdefault(where, source) != source:  # edited since this process imported it
+            module = importlib.reload(module)
+            _IMPORTED[where] = source
     except Exception as exc:
         raise ProbeLoadError(f"cannot import probe module {where!r}: {type(exc).__name__}: {exc}") from exc
+    return module, source
+
+
+_IMPORTED: dict[str, bytes] = {}
+"""The source of each importable probe module when this process first resolved it."""
+
+
+def _source_of(module: ModuleType) -> bytes:
     origin = getattr(module, "__file__", None)
-    return module, Path(origin).read_bytes() if origin else where.encode()
+    return Path(origin).read_bytes() if origin else module.__name__.encode()
 
 
 _FILES: dict[Path, tuple[ModuleType, bytes]] = {}

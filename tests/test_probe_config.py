@@ -132,3 +132,46 @@ def test_a_table_of_probes_keeps_its_order_and_resolves_paths_against_the_reposi
     assert target.probe_specs["z"].command == ("sh", "check.sh") and target.probe_specs["z"].version == 4
     assert target.probe_specs["z"].argv() == ["sh", str(repo.path / "check.sh")]
     assert target.probe_specs["a"].base == str(repo.path)
+
+
+SHAPES = '''\
+from probes import Case, Outcome, Probe, ProbeResult, register
+
+
+def check(ctx, params):
+    """Whether n is even."""
+    return ProbeResult.passed() if params.get("n", 0) % 2 == 0 else ProbeResult(Outcome.FAIL, signature="odd")
+
+
+EVEN = Probe("called_otherwise", 7, "n is even", (Case("two", {"n": 2}), Case("three", {"n": 3})), check)
+register(Probe("{registered}", 2, "registered on import", (Case("one", {}),), check))
+'''
+
+
+def test_a_module_source_gives_a_probe_object_a_function_or_what_it_registers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from probes.sources import ProbeSpec, Source, resolve
+
+    (tmp_path / "ci").mkdir()
+    (tmp_path / "ci" / "shapes.py").write_text(SHAPES.replace("{registered}", "shapes_registered"))
+    (tmp_path / "mylib_ci_shapes.py").write_text(SHAPES.replace("{registered}", "importable_registered"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def module(name: str, where: str, version: int | None = None):
+        return resolve(ProbeSpec(name, Source.MODULE, module=where, base=str(tmp_path), version=version))
+
+    probe = module("even", "ci/shapes.py:EVEN")
+    assert (probe.name, probe.version, [case.id for case in probe.cases]) == ("even", 7, ["two", "three"])
+    assert module("even", "ci/shapes.py:EVEN", version=9).version == 9
+    function = module("even_fn", "ci/shapes.py:check")
+    assert (function.version, function.description, [case.id for case in function.cases]) == (1, "Whether n is even.", ["default"])
+    assert module("shapes_registered", "ci/shapes.py").version == 2
+    imported = module("imported", "mylib_ci_shapes:EVEN")
+    assert imported.version == 7 and imported.code_hash != probe.code_hash  # the module's own file, not the other
+    assert module("importable_registered", "mylib_ci_shapes").cases[0].id == "one"
+    assert probe.code_hash == module("even", "ci/shapes.py:EVEN").code_hash
+    (tmp_path / "ci" / "shapes.py").write_text(SHAPES.replace("{registered}", "shapes_registered") + "# edited\n")
+    assert module("even", "ci/shapes.py:EVEN").code_hash != probe.code_hash
+    edited = SHAPES.replace("{registered}", "importable_registered").replace('"n is even"', '"n is even, edited"')
+    (tmp_path / "mylib_ci_shapes.py").write_text(edited)
+    again = module("imported", "mylib_ci_shapes:EVEN")
+    assert (again.description, again.code_hash != imported.code_hash) == ("n is even, edited", True)
