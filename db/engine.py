@@ -12,6 +12,7 @@ import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import fields as dataclass_fields
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
@@ -26,6 +27,7 @@ from db.paths import default_db_url
 from tracker.core.errors import UsageError
 
 D = TypeVar("D", bound="Database")
+R = TypeVar("R")
 
 
 class Database:
@@ -76,6 +78,13 @@ class Database:
 
 def now() -> datetime:
     return datetime.now(timezone.utc)
+
+
+def record_of(cls: type[R], row: object, **named_otherwise: Any) -> R:
+    """The record ``cls`` from a row's columns of the same names; the fields whose columns are
+    named otherwise (or need converting) are given."""
+    names = {f.name for f in dataclass_fields(cls)} - named_otherwise.keys()  # type: ignore[arg-type]
+    return cls(**{name: getattr(row, name) for name in names}, **named_otherwise)
 
 
 def added(session: Session, row: Repository | Environment | ProbeVersion | Run | BisectSession) -> int:

@@ -9,8 +9,15 @@ from typing import Any, cast
 from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.orm import Session
 
-from db.engine import Database, added, now
-from db.models import BisectSession, BisectStep, ProbeVersion, Run, TrackState, TransitionRow
+from db.engine import Database, added, now, record_of
+from db.models import (
+    BisectSession,
+    BisectStep,
+    ProbeVersion,
+    Run,
+    TrackState,
+    TransitionRow,
+)
 from tracker.core.records import (
     FINISHED,
     SessionRow,
@@ -94,18 +101,7 @@ class SessionStore(Database):
     def steps(self, session_id: int) -> list[StepRow]:
         query = select(BisectStep).where(BisectStep.session_id == session_id).order_by(BisectStep.position)
         with self._reading() as session:
-            return [
-                StepRow(
-                    position=s.position,
-                    sha=s.sha,
-                    verdict=s.verdict,
-                    reused=s.reused,
-                    created_at=s.created_at,
-                    attempt=s.attempt,
-                    round=s.round,
-                )
-                for s in session.scalars(query)
-            ]
+            return [record_of(StepRow, step) for step in session.scalars(query)]
 
     def finish_session(self, session_id: int, status: SessionStatus, result: dict[str, Any]) -> None:
         with self._writing() as session:
@@ -210,21 +206,6 @@ def _session_rows(session: Session, *where: ColumnElement[bool], newest_first: b
 
 
 def _session_row(row: BisectSession, probe_name: str) -> SessionRow:
-    return SessionRow(
-        id=row.id,
-        repo_id=row.repository_id,
-        target=row.target,
-        probe_id=row.probe_id,
-        probe_name=probe_name,
-        good_sha=row.good_sha,
-        bad_sha=row.bad_sha,
-        strategy=row.strategy,
-        options=row.options,
-        status=row.status,
-        driver=row.driver,
-        started_at=row.started_at,
-        finished_at=row.finished_at,
-        result=row.result,
-    )
+    return record_of(SessionRow, row, repo_id=row.repository_id, probe_name=probe_name)
 
 

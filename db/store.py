@@ -6,19 +6,26 @@ execution is a row, and one attempt of a case is stored once.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
-from dataclasses import fields as dataclass_fields
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import ColumnElement, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from db.engine import added, now
-from db.models import Claim, Commit, Environment, ProbeVersion, Repository, Run, TargetTree
+from db.engine import added, now, record_of
+from db.models import (
+    Claim,
+    Commit,
+    Environment,
+    ProbeVersion,
+    Repository,
+    Run,
+    TargetTree,
+)
 from db.sessions import SessionStore
 from tracker.core.records import (
     CaseKey,
@@ -31,6 +38,8 @@ from tracker.core.records import (
     StoredRun,
 )
 from tracker.core.verdicts import Outcome
+
+K = TypeVar("K")
 
 
 class Store(SessionStore):
@@ -230,15 +239,7 @@ class Store(SessionStore):
             row = session.scalar(select(Commit).where(Commit.repository_id == repo_id, Commit.sha == sha))
             if row is None:
                 return None
-            return CommitInfo(
-                sha=row.sha,
-                parents=tuple(row.parents.split()),
-                subject=row.subject,
-                author=row.author,
-                authored_at=row.authored_at,
-                pr_number=row.pr_number,
-                reverts_sha=row.reverts_sha,
-            )
+            return record_of(CommitInfo, row, parents=tuple(row.parents.split()))
 
     def environments(self, repo_id: int) -> list[tuple[str, EnvironmentInfo]]:
         """The fingerprint and description of every environment that ran this repository's commits,
@@ -246,7 +247,7 @@ class Store(SessionStore):
         used = select(Run.environment_id).join(Commit, Run.commit_id == Commit.id).where(Commit.repository_id == repo_id)
         query = select(Environment).where(Environment.id.in_(used)).order_by(Environment.id)
         with self._reading() as session:
-            return [(env.fingerprint, _environment_info(env)) for env in session.scalars(query)]
+            return [(env.fingerprint, record_of(EnvironmentInfo, env)) for env in session.scalars(query)]
 
 
 
@@ -261,24 +262,29 @@ def _commit_values(repo_id: int, info: CommitInfo) -> dict[str, Any]:
     return {**asdict(info), "repository_id": repo_id, "parents": " ".join(info.parents)}
 
 
-def _commit_ids(session: Session, repo_id: int, shas: list[str], chunk: int = 500) -> dict[str, int]:
-    ids: dict[str, int] = {}
-    for start in range(0, len(shas), chunk):
-        query = select(Commit.sha, Commit.id).where(
-            Commit.repository_id == repo_id, Commit.sha.in_(shas[start : start + chunk])
-        )
-        ids.update(session.execute(query).all())
-    return ids
+def _commit_ids(session: Session, repo_id: int, shas: list[str]) -> dict[str, int]:
+    return _in_chunks(
+        session, shas, lambda some: select(Commit.sha, Commit.id).where(Commit.repository_id == repo_id, Commit.sha.in_(some))
+    )
 
 
-def _stored_trees(session: Session, paths_key: str, commit_ids: list[int], chunk: int = 500) -> dict[int, str]:
-    trees: dict[int, str] = {}
-    for start in range(0, len(commit_ids), chunk):
-        query = select(TargetTree.commit_id, TargetTree.tree_hash).where(
-            TargetTree.paths_key == paths_key, TargetTree.commit_id.in_(commit_ids[start : start + chunk])
-        )
-        trees.update(session.execute(query).all())
-    return trees
+def _stored_trees(session: Session, paths_key: str, commit_ids: list[int]) -> dict[int, str]:
+    return _in_chunks(
+        session,
+        commit_ids,
+        lambda some: select(TargetTree.commit_id, TargetTree.tree_hash).where(
+            TargetTree.paths_key == paths_key, TargetTree.commit_id.in_(some)
+        ),
+    )
+
+
+def _in_chunks(session: Session, values: Sequence[K], query_of: Callable[[Sequence[K]], Any], chunk: int = 500) -> dict[K, Any]:
+    """The (key, value) rows of ``query_of`` over ``values``, a chunk at a time: SQLite bounds the
+    parameters of one statement."""
+    found: dict[K, Any] = {}
+    for start in range(0, len(values), chunk):
+        found.update(session.execute(query_of(values[start : start + chunk])).all())
+    return found
 
 
 def _commit_id(session: Session, repo_id: int, sha: str) -> int:
@@ -325,7 +331,3 @@ def _keys_where(table: type[Run] | type[Claim], keys: Sequence[CaseKey]) -> list
 
 def _claim_query(key: CaseKey, attempt: int) -> Any:
     return select(Claim).where(*_key_where(Claim, key), Claim.attempt == attempt)
-
-
-def _environment_info(row: Environment) -> EnvironmentInfo:
-    return EnvironmentInfo(**{f.name: getattr(row, f.name) for f in dataclass_fields(EnvironmentInfo)})

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from probes.api import ProbeContext, ProbeResult
+from probes.runner import sigkill_signature
 from tracker.core.verdicts import Outcome
 
 METRICS_ENV = "REGTRACK_METRICS"
@@ -33,7 +34,7 @@ TAIL_LINES = 40
 TAIL_BYTES = 16 << 10
 METRICS_MAX_BYTES = 1 << 20
 METRICS_KEYS = ("metrics", "signature")
-OOM_SIGNATURE = "out of memory: command killed by SIGKILL (the OOM killer, or a kill from outside)"
+OOM_SIGNATURE = sigkill_signature("command")
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,11 @@ UNTESTABLE_PREFIX = "import error"
 OUT_OF_MEMORY_PREFIX = "out of memory"
 
 
+def sigkill_signature(what: str) -> str:
+    """A SIGKILL regtrack did not send (the OOM killer, most likely): untestable, said so."""
+    return f"{OUT_OF_MEMORY_PREFIX}: {what} killed by SIGKILL (the OOM killer, or a kill from outside)"
+
+
 @dataclass(frozen=True)
 class CaseResult:
     case: Case

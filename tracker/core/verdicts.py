@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 class Outcome(str, enum.Enum):
@@ -48,11 +48,6 @@ def verdict_of(outcomes: Iterable[Outcome]) -> Verdict:
     if Outcome.ERROR in seen or Outcome.PASS not in seen:
         return Verdict.SKIP
     return Verdict.GOOD
-
-
-def verdicts_by_attempt(outcomes_by_attempt: Mapping[int, Iterable[Outcome]]) -> list[Verdict]:
-    """The verdict of each attempt at one tree, oldest attempt first."""
-    return [verdict_of(outcomes) for _, outcomes in sorted(outcomes_by_attempt.items())]
 
 
 @dataclass(frozen=True)

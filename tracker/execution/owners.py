@@ -17,10 +17,7 @@ from pathlib import Path
 
 @functools.cache
 def this_process() -> str:
-    return owner_of(os.getpid())
-
-
-def owner_of(pid: int) -> str:
+    pid = os.getpid()
     return f"{socket.gethostname()}:{pid}:{_start_ticks(pid) or 0}"
 
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from probes import Outcome, registry
 from probes.api import DEFAULT_IMPORT_ROOTS
+from probes.runner import sigkill_signature
 from tracker.core.errors import UsageError
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ LOG_TAIL_LINES = 30
 STACK_DUMP_WAIT_S = 0.2
 SNAPSHOT_MODIFIED = "snapshot modified before the case"
 """A case that found its snapshot edited did not run: the parent rebuilds the snapshot and runs it again."""
-OOM_KILL_SIGNATURE = "out of memory: worker killed by SIGKILL (the OOM killer, or a kill from outside)"
+OOM_KILL_SIGNATURE = sigkill_signature("worker")
 
 
 

@@ -10,9 +10,9 @@ from typing import Any
 
 from probes.api import DEFAULT_IMPORT_ROOTS
 from probes.demo_backend import NAMES as BUILTIN_PROBES
-from probes.sources import ProbeSpec, split_command
+from probes.sources import ProbeSpec
 from tracker.core.errors import UsageError
-from tracker.targets.probe_tables import parse_probes
+from tracker.targets.probe_tables import command_line, parse_probes
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -239,18 +239,7 @@ def _in_snapshot(root: PurePosixPath, paths: tuple[str, ...]) -> bool:
 
 
 def _setup(file: Path, key: str, value: object) -> tuple[str, ...]:
-    if isinstance(value, str):
-        try:
-            argv = split_command(value)
-        except ValueError as error:
-            raise UsageError(f"{file}: {key} cannot be split like a shell would ({error}); balance its quotes") from None
-    elif isinstance(value, list) and all(isinstance(word, str) for word in value):
-        argv = list(value)
-    else:
-        raise UsageError(f'{file}: {key} must be a command line: a list of strings such as ["make", "build"], or one string')
-    if not argv or not argv[0]:
-        raise UsageError(f"{file}: {key} is empty; name the program that builds a snapshot, or leave the key out")
-    return tuple(argv)
+    return tuple(command_line(file, key, value, '["make", "build"]', "name the program that builds a snapshot, or leave the key out"))
 
 
 def _environment(file: Path, key: str, value: object) -> dict[str, str]:

@@ -76,18 +76,23 @@ def _parse_table(file: Path, key: str, name: str, table: object, repo: Path) -> 
 
 
 def _command(file: Path, key: str, value: object) -> list[str]:
-    shape = f'{file}: {key}.command must be a command line: a list of strings such as ["sh", "check.sh"], or one string'
+    return command_line(file, f"{key}.command", value, '["sh", "check.sh"]', "name the program to run")
+
+
+def command_line(file: Path, key: str, value: object, example: str, when_empty: str) -> list[str]:
+    """A config's command line: a list of words, or one string split like a shell would (never run
+    through one)."""
     if isinstance(value, str):
         try:
             argv = split_command(value)
         except ValueError as error:
-            raise UsageError(f"{file}: {key}.command cannot be split like a shell would ({error}); balance its quotes") from None
+            raise UsageError(f"{file}: {key} cannot be split like a shell would ({error}); balance its quotes") from None
     elif isinstance(value, list) and all(isinstance(word, str) for word in value):
         argv = list(value)
     else:
-        raise UsageError(shape)
+        raise UsageError(f"{file}: {key} must be a command line: a list of strings such as {example}, or one string")
     if not argv or not argv[0]:
-        raise UsageError(f"{file}: {key}.command is empty; name the program to run")
+        raise UsageError(f"{file}: {key} is empty; {when_empty}")
     return argv
 
 
