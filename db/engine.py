@@ -7,7 +7,6 @@ Every store method runs in its own transaction; on SQLite, writers take the lock
 
 from __future__ import annotations
 
-import ast
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ from sqlalchemy.orm import Session
 
 from db.models import BisectSession, Environment, ProbeVersion, Repository, Run
 from db.paths import default_db_url
+from db.revision import head_revision
 from tracker.core.errors import UsageError
 
 D = TypeVar("D", bound="Database")
@@ -193,9 +193,6 @@ def _switch_to_wal(cursor: Any, busy_timeout_ms: int) -> None:
         time.sleep(0.01)
 
 
-MIGRATIONS = Path(__file__).with_name("migrations") / "versions"
-
-
 def _upgrade(engine: Engine, where: str) -> None:
     """Migrate to head; a database already at head is only read, without loading alembic (a third
     of a second of imports for a command that finds everything stored)."""
@@ -212,22 +209,6 @@ def _stored_revision(connection: Connection) -> str | None:
         return None
     rows = connection.execute(text("SELECT version_num FROM alembic_version")).scalars().all()
     return rows[0] if len(rows) == 1 else None
-
-
-def head_revision() -> str | None:
-    """The newest migration, read from the migration files' ``revision`` and ``down_revision``
-    (None unless exactly one revision has no successor)."""
-    revisions: dict[str, str | None] = {}
-    for path in MIGRATIONS.glob("*.py"):
-        names: dict[str, object] = {}
-        for node in ast.parse(path.read_text()).body:
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
-                names.update({target.id: node.value.value for target in node.targets if isinstance(target, ast.Name)})
-        if isinstance(names.get("revision"), str):
-            down = names.get("down_revision")
-            revisions[str(names["revision"])] = down if isinstance(down, str) else None
-    heads = set(revisions) - set(revisions.values())
-    return heads.pop() if len(heads) == 1 else None
 
 
 def _migrate(engine: Engine, where: str) -> None:
