@@ -11,7 +11,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("tracker", "db", "probes")
-API = {"tracker.workspace", "tracker.measure", "tracker.bisect_session", "tracker.bisect_options", "tracker.scan", "tracker.track", "tracker.queries"}
+API = {
+    "tracker.workspace", "tracker.measure", "tracker.bisect_session", "tracker.bisect_options", "tracker.stored_bisect",
+    "tracker.scan", "tracker.track", "tracker.queries",
+}
 MAX_LINES = 400
 
 

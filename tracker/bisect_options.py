@@ -13,15 +13,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from db.store import Store
 from tracker.core.errors import UsageError
 from tracker.core.records import FINISHED, CommitInfo, SessionRow
 from tracker.core.verdicts import Verdict
 from tracker.execution import owners
 from tracker.measure import Measurement
 from tracker.search.strategies import StrategyName
+
+if TYPE_CHECKING:
+    from db.readonly import AnyStore
+    from db.store import Store
 
 
 @dataclass(frozen=True)
@@ -87,7 +90,7 @@ def open_session(store: Store, repo_id: int, target: str, probe_id: int, probe_n
     return sessions[0]
 
 
-def take_session(store: Store, session_id: int) -> None:
+def take_session(store: AnyStore, session_id: int) -> None:
     """Make this process the session's one driver (again, if it is already)."""
     holder = store.take_session(session_id, owners.this_process(), owners.is_stale)
     if holder == FINISHED:
@@ -111,9 +114,11 @@ class Step:
 class BisectReport:
     """``good`` is the end that passes and ``bad`` the end that fails, in either direction;
     ``culprit`` is the commit the search names: the first bad one, or with ``find_fix`` the
-    first fixed one. The failure rates are of real failures, in either direction."""
+    first fixed one. The failure rates are of real failures, in either direction. ``session_id``
+    is None for an answer from stored results alone (``BisectSession.answer``): nothing ran, and no
+    session was recorded."""
 
-    session_id: int
+    session_id: int | None
     probe: str
     good: str
     bad: str

@@ -37,9 +37,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from db.store import Store
 from tracker.bisect_options import (
     BisectOptions,
     BisectReport,
@@ -63,6 +62,9 @@ from tracker.search.strategies import (
 from tracker.search.transitions import group_runs
 from tracker.targets.reuse import Attempt
 from tracker.targets.revisions import Repo
+
+if TYPE_CHECKING:
+    from db.readonly import AnyStore
 
 GOOD_END_ATTEMPTS = 3
 BAD_END_ATTEMPTS = 10
@@ -94,7 +96,7 @@ StepCallback = Callable[[Step, Measurement, StepProgress], None]
 
 class BisectSession:
     def __init__(
-        self, store: Store, repo: Repo, prober: Prober, options: BisectOptions | None = None, on_step: StepCallback | None = None
+        self, store: AnyStore, repo: Repo, prober: Prober, options: BisectOptions | None = None, on_step: StepCallback | None = None
     ) -> None:
         self.store, self.repo, self.prober = store, repo, prober
         self.options = options or BisectOptions()
@@ -117,6 +119,17 @@ class BisectSession:
             driver=owners.this_process(),
         )
         return self._drive(session_id, line, stored)
+
+    def answer(self, good_rev: str, bad_rev: str) -> BisectReport:
+        """The session ``start`` would run, as an answer from stored results alone: no session is
+        recorded, so the store may be ``db.readonly.ReadOnlyStore``, which raises ``NotStored`` at
+        the first result it does not hold."""
+        good, bad = self.repo.resolve(good_rev), self.repo.resolve(bad_rev)
+        line = self._line(good, bad, self.options.find_fix)
+        run = _Run(self, None, line, StoredOptions(self.options, {}, self._flake_prior()))
+        run.verify_ends()
+        run.search()
+        return run.report()
 
     def resume(self, session: SessionRow) -> BisectReport:
         """Continue ``session`` (see ``open_session``) with the options it stored; the prober must
@@ -158,9 +171,10 @@ class BisectSession:
 
 
 class _Run:
-    """One pass over a session: the candidates, the strategy, and the evidence fed to it."""
+    """One pass over a session: the candidates, the strategy, and the evidence fed to it. Without a
+    ``session_id`` (``BisectSession.answer``) nothing is stored and the executions are this pass's."""
 
-    def __init__(self, session: BisectSession, session_id: int, line: list[str], stored: StoredOptions) -> None:
+    def __init__(self, session: BisectSession, session_id: int | None, line: list[str], stored: StoredOptions) -> None:
         self.session, self.prober, self.session_id = session, session.prober, session_id
         self.options = stored.search
         self.strategy_name = self.options.strategy
@@ -196,7 +210,7 @@ class _Run:
         self.fed: dict[int, int] = {}
         """The newest attempt fed for each index."""
         self.measurements: dict[int, Measurement] = {}
-        stored_steps = self.session.store.steps(session_id)
+        stored_steps = self.session.store.steps(session_id) if session_id is not None else []
         for step in stored_steps:
             self._feed(self.index_of[step.sha], Verdict(step.verdict), step.reused, step.attempt or 0)
         self.rounds = max((step.round or 0 for step in stored_steps), default=0)
@@ -214,7 +228,8 @@ class _Run:
         self.fed[index] = max(self.fed.get(index, 0), attempt)
         self.strategy.record(index, searched(verdict, self.find_fix))
         if measurement is not None:
-            self.session.store.add_step(self.session_id, step.sha, verdict.value, reused, attempt, self.rounds)
+            if self.session_id is not None:
+                self.session.store.add_step(self.session_id, step.sha, verdict.value, reused, attempt, self.rounds)
             if self.session.on_step is not None:
                 self.session.on_step(step, measurement, self._progress(seconds))
 
@@ -260,6 +275,8 @@ class _Run:
         return [a for a in complete if a.number > newest_fed]
 
     def _executions(self) -> int:
+        if self.session_id is None:
+            return self.prober.executions
         return self.session.store.session_attempts(self.session_id)
 
     # -- the ends ---------------------------------------------------------------------------------

@@ -17,8 +17,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
-
-from db.store import Store
+from typing import TYPE_CHECKING
 
 from tracker.core.records import CaseKey, ClaimState, RunRecord, StoredRun
 from probes.api import Outcome, Probe
@@ -33,6 +32,9 @@ from tracker.targets.revisions import Repo, paths_key
 from tracker.targets.setup import Setup, SetupFailed
 from tracker.targets.snapshots import SnapshotCache
 from tracker.core.verdicts import FlakeEstimate, Verdict, flake_estimate, verdict_of
+
+if TYPE_CHECKING:
+    from db.readonly import AnyStore
 
 WAIT_POLL_S = 0.2
 CLAIM_GRACE_S = 60.0
@@ -79,7 +81,7 @@ class Prober:
 
     def __init__(
         self,
-        store: Store,
+        store: AnyStore,
         repo: Repo,
         target: Target,
         probe: Probe,

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Generic, TypeVar
 
-from db.store import Store
+from db.readonly import ReadOnlyStore
 
 from tracker.core.records import SessionRow
 from probes.api import Probe
@@ -21,6 +23,11 @@ from tracker.measure import Prober
 from tracker.targets.revisions import ROOT_PATH, Repo
 from tracker.targets.snapshots import SnapshotCache
 from tracker.execution.protocol import import_probe_modules
+
+if TYPE_CHECKING:
+    from db.store import Store
+
+S = TypeVar("S", "Store", ReadOnlyStore)
 
 
 @dataclass(frozen=True)
@@ -41,23 +48,38 @@ class ExecutionOptions:
 
 
 @dataclass
-class Workspace:
+class Workspace(Generic[S]):
+    """``store`` is ``db.store.Store``, or for a command that may find everything it needs stored
+    (``open_read_only``), ``db.readonly.ReadOnlyStore``."""
+
     config: Config
     target: Target
     repo: Repo
-    store: Store
+    store: S
     snapshots: SnapshotCache
 
     @classmethod
-    def open(cls, repo: Path | None = None, target: str | None = None, cwd: Path | None = None) -> Workspace:
-        config = load_config(cwd or Path.cwd(), repo)
-        chosen = config.target(target)
-        return cls(config, chosen, Repo(chosen.repo), Store.open(database_url(config)), SnapshotCache())
+    def open(cls, repo: Path | None = None, target: str | None = None, cwd: Path | None = None) -> Workspace[Store]:
+        from db.store import Store
+
+        return _opened(Store.open, repo, target, cwd)
+
+    @classmethod
+    def open_read_only(cls, repo: Path | None = None, target: str | None = None, cwd: Path | None = None) -> Workspace[ReadOnlyStore]:
+        """Over the store's SQLite file read without SQLAlchemy; ``db.readonly.NotStored`` when it
+        cannot be (another database, one not at the newest schema revision)."""
+        return _opened(ReadOnlyStore.open, repo, target, cwd)
 
     def close(self) -> None:
         """Close the store; at most once an hour, bound the snapshot cache with the default limits."""
         self.store.close()
         self.snapshots.auto_gc()
+
+    def __enter__(self) -> Workspace[S]:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def probe(self, name: str | None) -> Probe:
         """``name``, or the target's first probe, built from its source as every worker builds it."""
@@ -86,13 +108,19 @@ class Workspace:
     def probes(self, names: tuple[str, ...]) -> list[Probe]:
         return [self.probe(name) for name in (names or self.target.probes)]
 
-    def unfinished_bisect(self, probe: Probe) -> SessionRow:
+    def unfinished_bisect(self: Workspace[Store], probe: Probe) -> SessionRow:
         """The newest unfinished bisect of this target with ``probe``, for ``--resume``."""
         probe_id = self.store.probe_version(probe.name, probe.version, probe.code_hash)
         return open_session(self.store, self.store.repository(self.repo.path), self.target.name, probe_id, probe.name)
 
     def prober(self, probe: Probe, executor: LocalExecutor, trigger: str, seed: int | None = None) -> Prober:
         return Prober(self.store, self.repo, self.target, probe, executor, self.snapshots, trigger, seed)
+
+
+def _opened(open_store: Callable[[str | None], S], repo: Path | None, target: str | None, cwd: Path | None) -> Workspace[S]:
+    config = load_config(cwd or Path.cwd(), repo)
+    chosen = config.target(target)
+    return Workspace(config, chosen, Repo(chosen.repo), open_store(database_url(config)), SnapshotCache())
 
 
 def database_url(config: Config) -> str | None:

@@ -10,10 +10,9 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from click.core import ParameterSource
@@ -21,6 +20,9 @@ from rich.console import Console
 
 from tracker.core.errors import UsageError
 from tracker.workspace import ExecutionOptions, Workspace
+
+if TYPE_CHECKING:
+    from db.store import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
 DTYPES = ("float32", "bfloat16", "float16", "float64")
@@ -67,13 +69,9 @@ def given_with_resume(ctx: click.Context) -> list[str]:
     return [flag for name, flag in flags.items() if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE]
 
 
-@contextmanager
-def workspace(repo: Path | None, target: str | None) -> Iterator[Workspace]:
-    ws = Workspace.open(repo, target)
-    try:
-        yield ws
-    finally:
-        ws.close()
+def workspace(repo: Path | None, target: str | None) -> Workspace[Store]:
+    """The workspace a command works on, closed when its ``with`` block ends."""
+    return Workspace.open(repo, target)
 
 
 class RegtrackGroup(click.Group):

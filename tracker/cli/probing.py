@@ -18,7 +18,8 @@ import click
 
 from db.paths import data_dir
 from probes.api import Probe
-from tracker.bisect_options import BisectOptions, StoredOptions
+from db.readonly import NotStored
+from tracker.bisect_options import BisectOptions, BisectReport, StoredOptions
 from tracker.bisect_session import BisectSession
 from tracker.cli import progress, render
 from tracker.cli.app import (
@@ -38,6 +39,7 @@ from tracker.report.ci import exit_status, write_reports
 from tracker.scan import Scanner
 from tracker.search.strategies import STRATEGIES, StrategyName
 from tracker.search.transitions import State
+from tracker.stored_bisect import answer_from_store
 from tracker.track import record_scan, run_track, track_lock
 from tracker.workspace import ExecutionOptions, Workspace
 
@@ -47,7 +49,7 @@ COMMAND_HELP = (
 )
 
 
-def command_probe(ws: Workspace, command: str, probe_names: tuple[str, ...]) -> Probe:
+def command_probe(ws: Workspace[Any], command: str, probe_names: tuple[str, ...]) -> Probe:
     if probe_names:
         raise UsageError("give --probe or --command, not both")
     return ws.command_probe(command)
@@ -113,8 +115,46 @@ def bisect(ctx: click.Context, good: str | None, bad: str | None, find_fix: bool
         raise UsageError(f"--resume continues a bisect with the options it was started with; drop {' '.join(given)}")
     options = execution_settings(**execution)
     search = BisectOptions(strategy, options.workers, confidence, max_runs, find_fix)
+    report = None if resume else stored_bisect(repo, target, command, probe_name, options, search, good or "", bad or "")
+    if report is None:
+        report = bisect_session(repo, target, command, probe_name, options, search, resume, good or "", bad or "")
+    if as_json:
+        emit_json(report.to_json())
+    else:
+        out.print(render.bisect_summary(report))
+    sys.exit(1 if report.culprit or report.candidates else 0)
+
+
+def bisect_probe(ws: Workspace[Any], command: str | None, probe_name: str | None) -> Probe:
+    return command_probe(ws, command, (probe_name,) if probe_name else ()) if command is not None else ws.probe(probe_name)
+
+
+def stored_bisect(
+    repo: Path | None, target: str | None, command: str | None, probe_name: str | None,
+    options: ExecutionOptions, search: BisectOptions, good: str, bad: str,
+) -> BisectReport | None:  # fmt: skip
+    """The answer when every result the bisect takes is stored (``tracker.stored_bisect``), its steps shown then."""
+    try:
+        with Workspace.open_read_only(repo, target) as ws:
+            answer = answer_from_store(ws, bisect_probe(ws, command, probe_name), options, search, good, bad)
+            if answer is None:
+                return None
+            with progress.Reporter(err, f"bisect {answer.report.probe}") as reporter:
+                steps = progress.bisect_steps(reporter, progress.stored_subjects(ws.store, answer.repo_id), search.workers)
+                for step in answer.steps:
+                    steps(*step)
+            return answer.report
+    except NotStored:
+        return None
+
+
+def bisect_session(
+    repo: Path | None, target: str | None, command: str | None, probe_name: str | None,
+    options: ExecutionOptions, search: BisectOptions, resume: bool, good: str, bad: str,
+) -> BisectReport:  # fmt: skip
+    """A bisect session over the full store: started, or with ``resume`` the newest unfinished one continued."""
     with workspace(repo, target) as ws:
-        probe = command_probe(ws, command, (probe_name,) if probe_name else ()) if command is not None else ws.probe(probe_name)
+        probe = bisect_probe(ws, command, probe_name)
         pending = ws.unfinished_bisect(probe) if resume else None
         if pending is not None:
             stored = StoredOptions.of(pending)
@@ -123,12 +163,7 @@ def bisect(ctx: click.Context, good: str | None, bad: str | None, find_fix: bool
             prober = ws.prober(probe, executor, "bisect", options.seed)
             steps = progress.bisect_steps(reporter, progress.stored_subjects(ws.store, prober.repo_id), search.workers)
             session = BisectSession(ws.store, ws.repo, prober, search, steps)
-            report = session.resume(pending) if pending is not None else session.start(good or "", bad or "", asdict(options))
-    if as_json:
-        emit_json(report.to_json())
-    else:
-        out.print(render.bisect_summary(report))
-    sys.exit(1 if report.culprit or report.candidates else 0)
+            return session.resume(pending) if pending is not None else session.start(good, bad, asdict(options))
 
 
 @main.command()

@@ -16,25 +16,21 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    Progress,
-    SpinnerColumn,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
 from rich.text import Text
 
-from db.store import Store
 from tracker.bisect_options import Step
 from tracker.bisect_session import StepCallback, StepProgress
 from tracker.cli.render import cut, printable, styled
 from tracker.measure import Measurement
 from tracker.scan import ScanStep
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
+    from db.readonly import AnyStore
 
 
 @dataclass(frozen=True)
@@ -83,6 +79,9 @@ class Reporter:
 
     def __enter__(self) -> Reporter:
         if self.live:
+            # imported here: a command without a terminal never draws it
+            from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
             self._bar = Progress(
                 SpinnerColumn(),
                 TextColumn("{task.description}"),
@@ -137,7 +136,7 @@ def run_tick(number: int, total: int, row: Mapping[str, Any], seconds: float) ->
     )
 
 
-def stored_subjects(store: Store, repo_id: int) -> Callable[[str], str]:
+def stored_subjects(store: AnyStore, repo_id: int) -> Callable[[str], str]:
     """A commit's subject, from the commits the command recorded."""
 
     def subject(sha: str) -> str:

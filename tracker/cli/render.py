@@ -145,9 +145,10 @@ def bisect_summary(report: BisectReport) -> Group:
         lines.append(Text(f"the {report.found} is one of {len(report.candidates)} (untestable commits hide it):", style="bold"))
         lines += [plain(f"  {short(c.sha)} {c.subject}") for c in report.candidates]
     how = report.strategy + (f", switched to Bayesian: {report.switch_reason}" if report.switch_reason else "")
+    session = f"session {report.session_id}" if report.session_id is not None else "every one stored, no session recorded"
     lines.append(Text(
         f"probe {report.probe} ({how}): {report.executions} executions in {report.rounds} rounds, "
-        f"{report.reused} results reused from the store (session {report.session_id})"
+        f"{report.reused} results reused from the store ({session})"
     ))
     return Group(*lines)
 

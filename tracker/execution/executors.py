@@ -105,7 +105,7 @@ class LocalExecutor:
         a command that finds everything stored). The answer is a prediction: each worker that starts
         for a job reports its own first, and one that differs stops the command before it runs anything.
         """
-        if self.device == "cpu" and not _moves_python({**self._env, **(env or {})}):
+        if self.predicts_environment(env):
             from tracker.execution.environment import environment
 
             self._predicted = environment(self.device)
@@ -115,6 +115,10 @@ class LocalExecutor:
             return client.environment(self.device, env)
         finally:
             self._idle.put(client)
+
+    def predicts_environment(self, env: Mapping[str, str] | None = None) -> bool:
+        """Whether ``environment(env)`` answers in this process, without starting a worker."""
+        return self.device == "cpu" and not _moves_python({**self._env, **(env or {})})
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,249 @@
+"""The store's reads through the standard library's sqlite3, for a command that finds every result
+it needs stored.
+
+Importing SQLAlchemy's ORM takes longer on a small machine than such a command should take in all
+(a second identical bisect, a CI job asking again a question already answered). ``ReadOnlyStore``
+answers the reads a bisect makes, over the same tables as ``db.store.Store`` and with the same
+results, and writes nothing: whatever would need a write (a commit, tree, environment or probe
+version not recorded yet, a case to claim and run, a session to keep or resume) raises
+``NotStored``, and the caller starts again over ``Store``. So does anything unusual about the database (missing, another
+schema revision, locked, damaged, not SQLite): ``Store`` migrates it or says what is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
+
+from db.paths import default_db_url
+from db.revision import head_revision
+from tracker.core.records import (
+    CaseKey,
+    ClaimState,
+    CommitInfo,
+    EnvironmentInfo,
+    RunRecord,
+    SessionStatus,
+    StaleOwner,
+    StepRow,
+    StepVerdict,
+    StoredRun,
+)
+from tracker.core.verdicts import Outcome
+
+if TYPE_CHECKING:
+    from db.store import Store
+
+AnyStore: TypeAlias = "Store | ReadOnlyStore"
+"""What measuring and bisecting read results from."""
+
+SQLITE_URL = "sqlite:///"
+CHUNK = 500
+"""Values bound in one ``IN (...)``: SQLite bounds the parameters of one statement."""
+
+RUN_COLUMNS = (
+    "runs.id, commits.sha, runs.tree_hash, runs.case_id, runs.settings_key, runs.outcome, runs.metrics, "
+    "runs.signature, runs.duration_s, runs.started_at, runs.attempt, runs.seed, runs.trigger, runs.session_id"
+)
+
+
+class NotStored(Exception):
+    """The command needs more than the read-only store holds or can do; run it over ``Store``."""
+
+
+class ReadOnlyStore:
+    """A SQLite store at the newest schema revision, read without SQLAlchemy; see the module's docstring."""
+
+    def __init__(self, connection: sqlite3.Connection, where: str) -> None:
+        self._connection = connection
+        self.where = where
+
+    @classmethod
+    def open(cls, url: str | None = None) -> ReadOnlyStore:
+        path = _sqlite_path(url or default_db_url())
+        if path is None or not path.is_file():
+            raise NotStored(f"no SQLite file at {url}")
+        try:
+            connection = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=0.1)
+            store = cls(connection, str(path))
+            stored = store._rows("SELECT version_num FROM alembic_version")
+        except sqlite3.Error as error:
+            raise NotStored(f"{path}: {error}") from None
+        if [row[0] for row in stored] != [head_revision()]:
+            store.close()
+            raise NotStored(f"{path} is not at the newest schema revision")
+        return store
+
+    def close(self) -> None:
+        self._connection.close()
+
+    def __enter__(self) -> ReadOnlyStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- what is recorded -------------------------------------------------------------------------
+
+    def repository(self, path: Path) -> int:
+        return self._one("SELECT id FROM repositories WHERE path = ?", str(path.resolve()))
+
+    def record_commits(self, repo_id: int, infos: list[CommitInfo]) -> None:
+        """Every commit must be recorded already."""
+        shas = [info.sha for info in infos]
+        found = self._in_chunks("SELECT sha, id FROM commits WHERE repository_id = ? AND sha IN ({})", shas, repo_id)
+        if len(found) < len(set(shas)):
+            raise NotStored(f"{len(set(shas)) - len(found)} commit(s) are not recorded")
+
+    def record_trees(self, repo_id: int, paths_key: str, trees: Mapping[str, str]) -> None:
+        """Every tree must be recorded already, with the same hash."""
+        query = (
+            "SELECT commits.sha, target_trees.tree_hash FROM target_trees JOIN commits ON target_trees.commit_id = commits.id "
+            "WHERE commits.repository_id = ? AND target_trees.paths_key = ? AND commits.sha IN ({})"
+        )
+        stored = self._in_chunks(query, list(trees), repo_id, paths_key)
+        if any(stored.get(sha) != tree for sha, tree in trees.items()):
+            raise NotStored("target trees are not recorded")
+
+    def environment(self, env: EnvironmentInfo) -> int:
+        return self._one("SELECT id FROM environments WHERE fingerprint = ?", env.fingerprint)
+
+    def probe_version(self, name: str, version: int, code_hash: str) -> int:
+        return self._one(
+            "SELECT id FROM probe_versions WHERE name = ? AND version = ? AND code_hash = ?", name, version, code_hash
+        )
+
+    def commit(self, repo_id: int, sha: str) -> CommitInfo | None:
+        rows = self._rows(
+            "SELECT sha, parents, subject, author, authored_at, pr_number, reverts_sha FROM commits "
+            "WHERE repository_id = ? AND sha = ?",
+            repo_id,
+            sha,
+        )
+        if not rows:
+            return None
+        sha, parents, subject, author, authored_at, pr_number, reverts_sha = rows[0]
+        return CommitInfo(sha, tuple(parents.split()), subject, author, _utc(authored_at), pr_number, reverts_sha)
+
+    # -- results ----------------------------------------------------------------------------------
+
+    def runs_for_tree(
+        self, tree_hash: str, probe_id: int, environment_id: int, settings_keys: Sequence[str] | None = None
+    ) -> list[StoredRun]:
+        """As ``Store.runs_for_tree``: oldest first, whichever commit each was run at."""
+        query = (
+            f"SELECT {RUN_COLUMNS} FROM runs JOIN commits ON runs.commit_id = commits.id "
+            "WHERE runs.tree_hash = ? AND runs.probe_id = ? AND runs.environment_id = ?"
+        )
+        values: list[Any] = [tree_hash, probe_id, environment_id]
+        if settings_keys is not None:
+            keys = sorted(set(settings_keys))
+            query += f" AND runs.settings_key IN ({', '.join('?' * len(keys))})"
+            values += keys
+        return [_stored_run(row) for row in self._rows(query + " ORDER BY runs.id", *values)]
+
+    def attempt_outcomes(self, probe_name: str, environment_id: int, dtype: str) -> list[tuple[str, str, int, str, Outcome]]:
+        """As ``Store.attempt_outcomes``."""
+        query = (
+            "SELECT runs.tree_hash, runs.settings_key, runs.attempt, runs.case_id, runs.outcome FROM runs "
+            "JOIN probe_versions ON runs.probe_id = probe_versions.id "
+            "WHERE probe_versions.name = ? AND runs.environment_id = ? AND runs.dtype = ?"
+        )
+        rows = self._rows(query, probe_name, environment_id, dtype)
+        return [(tree, key, attempt, case, Outcome(outcome)) for tree, key, attempt, case, outcome in rows]
+
+    # -- what needs the full store ----------------------------------------------------------------
+
+    def claim(
+        self, key: CaseKey, attempt: int, owner: str, expires_at: datetime, stale: StaleOwner, session_id: int | None = None
+    ) -> ClaimState:
+        _needs_a_write("a case to run")
+
+    def new_attempt(self, keys: Sequence[CaseKey]) -> int:
+        _needs_a_write("a case to run")
+
+    def add_run(self, run: RunRecord, owner: str | None = None) -> int | None:
+        _needs_a_write("a run to store")
+
+    def release_claims(self, owner: str, keys: Sequence[CaseKey] | None = None, attempt: int | None = None) -> None:
+        """Nothing to release: this store never claims."""
+
+    def start_session(
+        self, repo_id: int, target: str, probe_id: int, good_sha: str, bad_sha: str, strategy: str,
+        options: dict[str, Any] | None = None, driver: str | None = None,
+    ) -> int:  # fmt: skip
+        _needs_a_write("a session to keep")
+
+    def take_session(self, session_id: int, driver: str, stale: StaleOwner) -> str | None:
+        _needs_a_write("a session to drive")
+
+    def steps(self, session_id: int) -> list[StepRow]:
+        _needs_a_write("a session to replay")
+
+    def add_step(
+        self, session_id: int, sha: str, verdict: StepVerdict, reused: bool, attempt: int | None = None, round: int | None = None
+    ) -> None:
+        _needs_a_write("a session to keep")
+
+    def session_attempts(self, session_id: int) -> int:
+        _needs_a_write("a session to count")
+
+    def finish_session(self, session_id: int, status: SessionStatus, result: dict[str, Any]) -> None:
+        _needs_a_write("a session to finish")
+
+    # -- queries ----------------------------------------------------------------------------------
+
+    def _one(self, query: str, *values: Any) -> int:
+        rows = self._rows(query, *values)
+        if not rows:
+            raise NotStored("not recorded yet")
+        return int(rows[0][0])
+
+    def _rows(self, query: str, *values: Any) -> list[tuple[Any, ...]]:
+        with self._translated():
+            return self._connection.execute(query, values).fetchall()
+
+    def _in_chunks(self, query: str, keys: Sequence[str], *values: Any) -> dict[Any, Any]:
+        """The (key, value) rows of ``query`` (one ``IN ({})`` for the keys, after ``values``), a chunk at a time."""
+        found: dict[Any, Any] = {}
+        for start in range(0, len(keys), CHUNK):
+            chunk = keys[start : start + CHUNK]
+            found.update(self._rows(query.format(", ".join("?" * len(chunk))), *values, *chunk))
+        return found
+
+    @contextmanager
+    def _translated(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as error:
+            raise NotStored(f"{self.where}: {error}") from None
+
+
+def _sqlite_path(url: str) -> Path | None:
+    """The file of a plain ``sqlite:///PATH`` URL (``sqlite:////abs`` or ``sqlite:///rel``); None for any other URL."""
+    if not url.startswith(SQLITE_URL) or "?" in url:
+        return None
+    database = url[len(SQLITE_URL) :]
+    return Path(database) if database not in ("", ":memory:") else None
+
+
+def _stored_run(row: tuple[Any, ...]) -> StoredRun:
+    run_id, sha, tree, case, key, outcome, metrics, signature, duration, started, attempt, seed, trigger, session = row
+    return StoredRun(
+        run_id, sha, tree, case, key, Outcome(outcome), json.loads(metrics), signature, duration, _utc(started),
+        attempt, seed, trigger, session,
+    )  # fmt: skip
+
+
+def _utc(stored: str) -> datetime:
+    """A datetime as SQLAlchemy stores it on SQLite (UTC, no offset), timezone-aware."""
+    return datetime.fromisoformat(stored).replace(tzinfo=timezone.utc)
+
+
+def _needs_a_write(what: str) -> NoReturn:
+    raise NotStored(f"{what}: the read-only store writes nothing")

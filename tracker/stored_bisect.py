@@ -1,0 +1,47 @@
+"""A bisect answered from stored results alone, read without SQLAlchemy (``db.readonly``).
+
+A second identical bisect, or a CI job asking again a question already answered, finds every result
+it needs stored; importing SQLAlchemy would then cost more than the whole answer. So ``bisect``
+first tries ``answer_from_store``: the same ``BisectSession`` and ``Prober`` over a
+``ReadOnlyStore``. At the first thing that needs a write (a case to run, a commit not recorded) it
+gives up, having stored nothing and printed nothing, and the command runs over the full store.
+An environment that only a worker can describe (a GPU) is not tried: the full run would start
+that worker anyway.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from db.readonly import NotStored, ReadOnlyStore
+from probes.api import Probe
+from tracker.bisect_options import BisectOptions, BisectReport, Step
+from tracker.bisect_session import BisectSession, StepProgress
+from tracker.measure import Measurement
+from tracker.workspace import ExecutionOptions, Workspace
+
+
+@dataclass(frozen=True)
+class StoredAnswer:
+    """The report, and the steps the search took, to be shown as a run's steps are."""
+
+    report: BisectReport
+    repo_id: int
+    steps: list[tuple[Step, Measurement, StepProgress]]
+
+
+def answer_from_store(
+    ws: Workspace[ReadOnlyStore], probe: Probe, options: ExecutionOptions, search: BisectOptions, good: str, bad: str
+) -> StoredAnswer | None:
+    """The bisect of ``good..bad`` if every result it takes is stored, else None."""
+    steps: list[tuple[Step, Measurement, StepProgress]] = []
+    with options.executor() as executor:
+        if not executor.predicts_environment(ws.target.env):
+            return None
+        try:
+            prober = ws.prober(probe, executor, "bisect", options.seed)
+            session = BisectSession(ws.store, ws.repo, prober, search, lambda *step: steps.append(step))
+            report = session.answer(good, bad)
+        except NotStored:
+            return None
+    return StoredAnswer(report, prober.repo_id, steps)
