@@ -75,6 +75,8 @@ class Repo:
         if top is None:
             raise UsageError(f"{path} is not a git repository; {fix}")
         self.path = top
+        self._commits: set[str] = set()
+        """Full SHAs known to name commits: an object never changes, so each is asked of git once."""
 
     def __repr__(self) -> str:
         return f"Repo({str(self.path)!r})"
@@ -193,13 +195,14 @@ class Repo:
         for rev in revs:
             if not rev or rev.startswith("-") or "\n" in rev:
                 raise UsageError(f"unknown revision {rev!r} in {self.path}; check `git log`")
-        results = self._batch_check([f"{rev}^{{commit}}" for rev in revs])
-        full = {}
-        for rev, found in zip(revs, results):
+        asked = [rev for rev in revs if rev not in self._commits]
+        results = self._batch_check([f"{rev}^{{commit}}" for rev in asked])
+        for rev, found in zip(asked, results):
             if found is None:
                 raise UsageError(self._not_a_commit(rev))
-            full[rev] = found[0]
-        return full
+            self._commits.add(found[0])
+        answers = {rev: found[0] for rev, found in zip(asked, results) if found is not None}
+        return {rev: answers.get(rev, rev) for rev in revs}
 
     def _not_a_commit(self, rev: str) -> str:
         """Why ``rev`` names no commit. cat-file calls a short SHA ambiguous only when it is asked
