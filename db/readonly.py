@@ -93,22 +93,14 @@ class ReadOnlyStore:
     def repository(self, path: Path) -> int:
         return self._one("SELECT id FROM repositories WHERE path = ?", str(path.resolve()))
 
-    def record_commits(self, repo_id: int, infos: list[CommitInfo]) -> None:
-        """Every commit must be recorded already."""
-        shas = [info.sha for info in infos]
-        found = self._in_chunks("SELECT sha, id FROM commits WHERE repository_id = ? AND sha IN ({})", shas, repo_id)
-        if len(found) < len(set(shas)):
-            raise NotStored(f"{len(set(shas)) - len(found)} commit(s) are not recorded")
-
-    def record_trees(self, repo_id: int, paths_key: str, trees: Mapping[str, str]) -> None:
-        """Every tree must be recorded already, with the same hash."""
+    def holds_trees(self, repo_id: int, paths_key: str, trees: Mapping[str, str]) -> bool:
+        """As ``Store.holds_trees``."""
         query = (
             "SELECT commits.sha, target_trees.tree_hash FROM target_trees JOIN commits ON target_trees.commit_id = commits.id "
             "WHERE commits.repository_id = ? AND target_trees.paths_key = ? AND commits.sha IN ({})"
         )
         stored = self._in_chunks(query, list(trees), repo_id, paths_key)
-        if any(stored.get(sha) != tree for sha, tree in trees.items()):
-            raise NotStored("target trees are not recorded")
+        return all(stored.get(sha) == tree for sha, tree in trees.items())
 
     def environment(self, env: EnvironmentInfo) -> int:
         return self._one("SELECT id FROM environments WHERE fingerprint = ?", env.fingerprint)
@@ -169,6 +161,12 @@ class ReadOnlyStore:
 
     def add_run(self, run: RunRecord, owner: str | None = None) -> int | None:
         _needs_a_write("a run to store")
+
+    def record_commits(self, repo_id: int, infos: list[CommitInfo]) -> None:
+        _needs_a_write("commits to record")
+
+    def record_trees(self, repo_id: int, paths_key: str, trees: Mapping[str, str]) -> None:
+        _needs_a_write("target trees to record")
 
     def release_claims(self, owner: str, keys: Sequence[CaseKey] | None = None, attempt: int | None = None) -> None:
         """Nothing to release: this store never claims."""

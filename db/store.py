@@ -86,6 +86,15 @@ class Store(SessionStore):
             if changed:
                 session.execute(update(TargetTree), changed)
 
+    def holds_trees(self, repo_id: int, paths_key: str, trees: Mapping[str, str]) -> bool:
+        """Whether every commit is recorded with its tree of ``paths_key``, as given."""
+        with self._reading() as session:
+            ids = _commit_ids(session, repo_id, list(trees))
+            if len(ids) < len(trees):
+                return False
+            stored = _stored_trees(session, paths_key, list(ids.values()))
+        return all(stored.get(ids[sha]) == tree for sha, tree in trees.items())
+
     def tree_hash(self, repo_id: int, sha: str, paths_key: str) -> str | None:
         query = (
             select(TargetTree.tree_hash)

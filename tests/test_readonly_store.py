@@ -92,20 +92,20 @@ def test_every_read_of_a_bisect_answers_as_the_full_store_does(tmp_path_factory:
             assert quick.attempt_outcomes("probe", env_id, "bfloat16") == []
 
 
-def test_recorded_commits_and_trees_pass_and_anything_unrecorded_is_not_stored(store: Store, url: str, tmp_path: Path) -> None:
+def test_it_holds_the_trees_the_full_store_holds_and_anything_unrecorded_is_not_stored(store: Store, url: str, tmp_path: Path) -> None:
     repo_id, _, _, shas = seed(store, tmp_path, [])
     trees = {sha: TREES[i % len(TREES)] for i, sha in enumerate(shas)}
+    asked = [
+        (repo_id, "paths-key", trees),
+        (repo_id, "paths-key", dict(list(trees.items())[1:3])),
+        (repo_id, "paths-key", {**trees, shas[0]: "another tree"}),
+        (repo_id, "paths-key", {**trees, "f" * 40: "tree-a"}),
+        (repo_id, "other paths", trees),
+        (repo_id + 1, "paths-key", trees),
+    ]
     with ReadOnlyStore.open(url) as quick:
-        quick.record_commits(repo_id, [commit(i) for i in range(5)])
-        quick.record_trees(repo_id, "paths-key", trees)
-        with pytest.raises(NotStored):
-            quick.record_commits(repo_id, [commit(5)])
-        with pytest.raises(NotStored):
-            quick.record_trees(repo_id, "paths-key", {**trees, shas[0]: "another tree"})
-        with pytest.raises(NotStored):
-            quick.record_trees(repo_id, "other paths", trees)
-        with pytest.raises(NotStored):
-            quick.record_commits(repo_id + 1, [commit(0)])
+        assert [quick.holds_trees(*question) for question in asked] == [store.holds_trees(*question) for question in asked]
+        assert [store.holds_trees(*question) for question in asked] == [True, True, False, False, False, False]
         for unknown in (
             lambda: quick.repository(tmp_path / "elsewhere"),
             lambda: quick.environment(replace(CPU, torch="2.12.0")),
@@ -122,8 +122,9 @@ def test_a_commit_range_past_sqlites_parameter_limit_is_read_in_chunks(store: St
     store.record_commits(repo_id, commits)
     store.record_trees(repo_id, "paths-key", {c.sha: "tree" for c in commits})
     with ReadOnlyStore.open(url) as quick:
-        quick.record_commits(repo_id, commits)
-        quick.record_trees(repo_id, "paths-key", {c.sha: "tree" for c in commits})
+        assert quick.holds_trees(repo_id, "paths-key", {c.sha: "tree" for c in commits})
+        assert not quick.holds_trees(repo_id, "paths-key", {**{c.sha: "tree" for c in commits}, commits[-1].sha: "other"})
+    assert store.holds_trees(repo_id, "paths-key", {c.sha: "tree" for c in commits})
 
 
 def test_whatever_needs_a_write_is_not_stored(store: Store, url: str, tmp_path: Path) -> None:
@@ -136,6 +137,10 @@ def test_whatever_needs_a_write_is_not_stored(store: Store, url: str, tmp_path: 
             quick.new_attempt([key])
         with pytest.raises(NotStored):
             quick.add_run(RunRecord(repo_id, shas[0], "tree-a", env_id, probe_id, "case-1", "key-1", "float32", Outcome.PASS, {}, None, "", 0.1, T0, 1, 0, "run"))
+        with pytest.raises(NotStored):
+            quick.record_commits(repo_id, [commit(9)])
+        with pytest.raises(NotStored):
+            quick.record_trees(repo_id, "paths-key", {shas[0]: "tree-a"})
         quick.release_claims("host:1:2")
     assert store.runs_for_tree("tree-a", probe_id, env_id) == []
 

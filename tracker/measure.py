@@ -110,10 +110,12 @@ class Prober:
         self.reused = 0
 
     def record_commits(self, shas: list[str]) -> dict[str, str]:
-        """Store the commits' metadata and target trees; returns each one's tree hash."""
-        self.store.record_commits(self.repo_id, self.repo.commit_infos(shas))
+        """Store the commits' metadata and target trees unless every one is stored already (a range
+        bisected or scanned again); returns each one's tree hash."""
         trees = self.repo.tree_hashes(shas, self.target.paths)
-        self.store.record_trees(self.repo_id, self.paths_key, trees)
+        if not self.store.holds_trees(self.repo_id, self.paths_key, trees):
+            self.store.record_commits(self.repo_id, self.repo.commit_infos(shas))
+            self.store.record_trees(self.repo_id, self.paths_key, trees)
         return trees
 
     def attempts(self, tree_hash: str) -> list[Attempt]:
