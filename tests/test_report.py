@@ -70,10 +70,12 @@ def reported(tmp_path_factory: pytest.TempPathFactory) -> Reported:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("REGTRACK_HOME", str(home))
         patch.delenv("REGTRACK_DB_URL", raising=False)
-        scan = regtrack("scan", "--repo", str(repo), *PROBE_OPTIONS, "--seed", "0", "--workers", "2", "--json")
-        assert scan.exit_code == 0, scan.output
+        # The bisect comes first: after the scan every result it needs is stored, and a bisect
+        # answered from stored results alone records no session.
         bisect = regtrack("bisect", "--repo", str(repo), "--probe", PROBES[0], "--good", line[0], "--bad", f"{bug.fixed}~1", "--seed", "0", "--json")
         assert bisect.exit_code == 1, bisect.output
+        scan = regtrack("scan", "--repo", str(repo), *PROBE_OPTIONS, "--seed", "0", "--workers", "2", "--json")
+        assert scan.exit_code == 0, scan.output
         page = home / "report.html"
         written = regtrack("report", "--repo", str(repo), "--html", str(page), *PROBE_OPTIONS)
         assert written.exit_code == 0, written.output
