@@ -36,17 +36,13 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from probes import Outcome, Probe, ProbeContext, ProbeResult, get_probe, run_case
 from probes.command import CommandCheck
 from probes.registry import ProbeLoadError
 from probes.sources import ProbeSpec, resolve
 from tracker.core.errors import UsageError
-
-if TYPE_CHECKING:
-    pass
-
 from tracker.execution.client import command_environment
 from tracker.execution.environment import device_error, environment, quiet_torch_import
 from tracker.execution.protocol import (
