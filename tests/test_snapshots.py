@@ -299,3 +299,29 @@ def test_demo_head_snapshot_is_the_backend_package(tmp_path: Path) -> None:
     cache = SnapshotCache(tmp_path / "cache")
     snapshot = cache.materialise(Repo(tmp_path / "demo"), manifest.head, BACKEND)
     assert read_tree(snapshot) == read_tree(backend_root())
+
+
+def test_a_snapshot_shares_the_unchanged_files_of_the_one_before(work: GitRepo, tmp_path: Path) -> None:
+    cache = SnapshotCache(tmp_path / "cache")
+    repo = Repo(work.path)
+    first = cache.materialise(repo, "HEAD~2", BACKEND)
+    second = cache.materialise(repo, "HEAD", BACKEND)
+    unchanged, changed = "backend/__init__.py", "backend/a.py"
+    assert os.path.samefile(first / unchanged, second / unchanged)
+    assert not os.path.samefile(first / changed, second / changed)
+    fresh = SnapshotCache(tmp_path / "fresh").materialise(repo, "HEAD", BACKEND)
+    assert files_under(second) == files_under(fresh)
+    modes = {path: (second / path).stat().st_mode for path in files_under(second)}
+    assert modes == {path: (fresh / path).stat().st_mode for path in files_under(fresh)}
+
+
+def test_a_file_edited_since_its_snapshot_was_sealed_is_not_shared(work: GitRepo, tmp_path: Path) -> None:
+    cache = SnapshotCache(tmp_path / "cache")
+    repo = Repo(work.path)
+    first = cache.materialise(repo, "HEAD~2", BACKEND)
+    edited = first / "backend" / "__init__.py"
+    edited.chmod(0o644)
+    edited.write_text("poisoned = True\n")
+    second = cache.materialise(repo, "HEAD", BACKEND)
+    assert (second / "backend" / "__init__.py").read_text() == ""
+    assert not os.path.samefile(edited, second / "backend" / "__init__.py")

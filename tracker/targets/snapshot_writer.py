@@ -39,13 +39,44 @@ class Entry:
     oid: str
 
 
-def write_tree(repo: Repo, sha: str, paths: Sequence[str], into: Path) -> Manifest:
+@dataclass(frozen=True)
+class Base:
+    """A sealed snapshot of ``paths`` at ``sha`` whose unchanged files a new snapshot may share:
+    a file with the same blob and mode is hard-linked from it instead of written (on a history where
+    each commit changes a few files, a snapshot then costs its diff, not its size)."""
+
+    root: Path
+    sha: str
+    manifest: Manifest
+
+
+def write_tree(repo: Repo, sha: str, paths: Sequence[str], into: Path, base: Base | None = None) -> Manifest:
     """Write ``paths`` as they are at ``sha`` into the empty directory ``into`` and seal it; each written
     file's and symlink's (size, mtime_ns, mode). Every name is checked before anything is written."""
     with _Objects(repo) as objects:
         writer = _Writer(repo, sha, objects)
         entries = [entry for path in _targets(paths) for entry in writer.plan(path)]
+        if base is not None:
+            old = _Writer(repo, base.sha, objects)
+            writer.shared = _Shared(base, {e.path: e for path in _targets(paths) for e in old.plan(path)})
         return writer.write(entries, into)
+
+
+@dataclass(frozen=True)
+class _Shared:
+    base: Base
+    entries: dict[str, Entry]
+
+    def source(self, entry: Entry) -> str | None:
+        """The base's copy of ``entry`` when it is the same blob with the same mode and still as sealed."""
+        if self.entries.get(entry.path) != entry or entry.path not in self.base.manifest:
+            return None
+        path = os.path.join(self.base.root, entry.path)
+        try:
+            info = os.lstat(path)
+        except OSError:
+            return None
+        return path if (info.st_size, info.st_mtime_ns, info.st_mode) == tuple(self.base.manifest[entry.path]) else None
 
 
 def _targets(paths: Sequence[str]) -> list[tuple[str, ...]]:
@@ -74,6 +105,7 @@ class _Writer:
     def __init__(self, repo: Repo, sha: str, objects: _Objects) -> None:
         self.repo, self.sha, self.objects = repo, sha, objects
         self.oid_bytes = len(sha) // 2
+        self.shared: _Shared | None = None
 
     def plan(self, parts: tuple[str, ...]) -> list[Entry]:
         """The entries of one target path, parents first; none when the path is missing at the commit."""
@@ -158,6 +190,14 @@ class _Writer:
         return entries
 
     def _write_file(self, entry: Entry, target: str) -> tuple[int, int, int]:
+        source = self.shared.source(entry) if self.shared is not None else None
+        if source is not None:
+            try:
+                os.link(source, target, follow_symlinks=False)
+                info = os.lstat(target)
+                return info.st_size, info.st_mtime_ns, info.st_mode
+            except OSError:
+                pass  # another filesystem, or the link count is full: write it
         executable = entry.kind is Kind.EXECUTABLE
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         descriptor = os.open(target, flags, 0o755 if executable else 0o644)

@@ -31,7 +31,7 @@ from typing import NamedTuple
 from tracker.core.errors import UsageError
 from tracker.targets.revisions import Repo, paths_key, tree_hash_of
 from tracker.targets.setup import Setup, run_setup, seal, unseal
-from tracker.targets.snapshot_writer import Manifest, write_tree
+from tracker.targets.snapshot_writer import Base, Manifest, write_tree
 
 TEMP_PREFIX = ".tmp-"
 MANIFEST_SUFFIX = ".manifest"
@@ -77,6 +77,8 @@ class SnapshotCache:
     def __init__(self, root: Path | None = None) -> None:
         self.root = root if root is not None else default_root()
         self._swept = False
+        self._recent: dict[tuple[str, ...], tuple[str, Path]] = {}
+        """The last snapshot handed out per set of paths: the base the next one shares files with."""
 
     def materialise(self, repo: Repo, sha: str, paths: Sequence[str], setup: Setup | None = None) -> Path:
         """A read-only directory holding ``paths`` as committed at ``sha`` (and built by ``setup``); commits
@@ -91,9 +93,11 @@ class SnapshotCache:
         with self._disk_errors(sha):
             with self._locked(shared=True):
                 if self._reuse(target):
+                    self._recent[tuple(paths)] = (sha, target)
                     return target
             if setup is None:
-                self._build(repo, sha, paths, target, None)
+                self._build(repo, sha, paths, target, None, self._base(paths))
+                self._recent[tuple(paths)] = (sha, target)
             else:
                 with self._building(target):
                     with self._locked(shared=True):
@@ -106,10 +110,22 @@ class SnapshotCache:
         """Where the setup of ``snapshot`` (a path ``materialise`` returns or would) logs."""
         return self.root / SETUP_DIR / f"{snapshot.name}.log"
 
-    def _build(self, repo: Repo, sha: str, paths: Sequence[str], target: Path, setup: Setup | None) -> None:
+    def _base(self, paths: Sequence[str]) -> Base | None:
+        """The snapshot of ``paths`` this cache handed out last, to share its unchanged files."""
+        recent = self._recent.get(tuple(paths))
+        if recent is None:
+            return None
+        sha, snapshot = recent
+        try:
+            manifest = json.loads(manifest_path(snapshot).read_text())
+        except (OSError, ValueError):
+            return None
+        return Base(snapshot, sha, manifest)
+
+    def _build(self, repo: Repo, sha: str, paths: Sequence[str], target: Path, setup: Setup | None, base: Base | None = None) -> None:
         scratch = _new_temporary(self.root)
         try:
-            manifest = write_tree(repo, sha, paths, scratch)
+            manifest = write_tree(repo, sha, paths, scratch, base)
             if setup is not None:
                 unseal(scratch)
                 run_setup(setup, scratch, self.setup_log(target))
