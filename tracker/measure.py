@@ -61,8 +61,8 @@ class Measurement:
 
     @property
     def signature(self) -> str | None:
-        """The failing cases' signatures, or the untestable ones' when nothing failed."""
-        wanted = {Verdict.BAD: {Outcome.FAIL, Outcome.CRASH, Outcome.TIMEOUT}, Verdict.SKIP: {Outcome.ERROR}}
+        """The failing cases' signatures, or the untestable and skipped ones' when nothing failed."""
+        wanted = {Verdict.BAD: {Outcome.FAIL, Outcome.CRASH, Outcome.TIMEOUT}, Verdict.SKIP: {Outcome.ERROR, Outcome.SKIP}}
         found = [c.signature for c in self.cases if c.outcome in wanted.get(self.verdict, set()) and c.signature]
         return "; ".join(dict.fromkeys(found)) or None
 
