@@ -9,25 +9,26 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import fields as dataclass_fields
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
+from sqlalchemy import Connection, Engine, create_engine, event, inspect, select, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, IntegrityError
 from sqlalchemy.orm import Session
 
-from db.models import BisectSession, Environment, ProbeVersion, Repository, Run
+from db.models import BisectSession, Commit, Environment, ProbeVersion, Repository, Run
 from db.paths import default_db_url
 from db.revision import head_revision
 from tracker.core.errors import UsageError
 
 D = TypeVar("D", bound="Database")
 R = TypeVar("R")
+K = TypeVar("K")
 
 
 class Database:
@@ -91,6 +92,22 @@ def added(session: Session, row: Repository | Environment | ProbeVersion | Run |
     session.add(row)
     session.flush()
     return row.id
+
+
+def in_chunks(session: Session, values: Sequence[K], query_of: Callable[[Sequence[K]], Any], chunk: int = 500) -> dict[K, Any]:
+    """The (key, value) rows of ``query_of`` over ``values``, a chunk at a time: SQLite bounds the
+    parameters of one statement."""
+    found: dict[K, Any] = {}
+    for start in range(0, len(values), chunk):
+        found.update(session.execute(query_of(values[start : start + chunk])).all())
+    return found
+
+
+def commit_id_of(session: Session, repo_id: int, sha: str) -> int:
+    found = session.scalar(select(Commit.id).where(Commit.repository_id == repo_id, Commit.sha == sha))
+    if found is None:
+        raise LookupError(f"commit {sha} of repository {repo_id} is not recorded; record_commits it first")
+    return found
 
 
 def _connect(url: str, busy_timeout_ms: int) -> tuple[Engine, str]:

@@ -156,6 +156,17 @@ class BisectStep(Base):
     created_at: Mapped[datetime]
 
 
+class InputSet(Base):
+    """What a run read of its revision: ``(KIND:PATH, STATE)`` entries (``tracker.targets.inputs``),
+    stored once per digest."""
+
+    __tablename__ = "input_sets"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    digest: Mapped[str] = mapped_column(String(64), unique=True)
+    entries: Mapped[list[list[str]]] = mapped_column(JSON)
+
+
 class Run(Base):
     """One probe case executed once. ``settings_key`` digests every option that can change the
     result besides the tree, the probe version and the environment (dtype, seed policy, the case's
@@ -164,6 +175,7 @@ class Run(Base):
     __tablename__ = "runs"
     __table_args__ = (
         Index(None, "tree_hash", "probe_id", "environment_id"),
+        Index(None, "probe_id", "environment_id", "input_set_id"),
         UniqueConstraint(*ATTEMPT_KEY, name="uq_runs_attempt_key"),
     )
 
@@ -185,6 +197,11 @@ class Run(Base):
     seed: Mapped[int]
     trigger: Mapped[str] = mapped_column(String(16))
     session_id: Mapped[int | None] = mapped_column(ForeignKey("bisect_sessions.id"))
+    input_set_id: Mapped[int | None] = mapped_column(ForeignKey("input_sets.id"))
+    """What the run read of its revision; None: reused by tree only."""
+    reused_from_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id"))
+    """The run measured at another tree that this one stands for, every file it read being the
+    same here (``Store.copy_attempt``); None: measured at this tree."""
 
 
 class Claim(Base):

@@ -27,6 +27,7 @@ from tracker.core.records import (
     ClaimState,
     CommitInfo,
     EnvironmentInfo,
+    InputRun,
     RunRecord,
     SessionStatus,
     StaleOwner,
@@ -149,7 +150,28 @@ class ReadOnlyStore:
         rows = self._rows(query, probe_name, environment_id, dtype)
         return [(tree, key, attempt, case, Outcome(outcome)) for tree, key, attempt, case, outcome in rows]
 
+    def input_runs(self, probe_id: int, environment_id: int, settings_keys: Sequence[str]) -> list[InputRun]:
+        """As ``Store.input_runs``."""
+        keys = sorted(set(settings_keys))
+        query = (
+            "SELECT tree_hash, case_id, settings_key, attempt, input_set_id, started_at FROM runs "
+            f"WHERE probe_id = ? AND environment_id = ? AND input_set_id IS NOT NULL AND settings_key IN ({', '.join('?' * len(keys))})"
+        )
+        rows = self._rows(query, probe_id, environment_id, *keys)
+        return [InputRun(tree, case, key, attempt, input_set, _utc(started)) for tree, case, key, attempt, input_set, started in rows]
+
+    def input_sets(self, ids: Sequence[int]) -> dict[int, tuple[tuple[str, str], ...]]:
+        """As ``Store.input_sets``."""
+        rows = self._in_chunks("SELECT id, entries FROM input_sets WHERE id IN ({})", sorted(set(ids)))
+        return {int(key): tuple((kind_path, state) for kind_path, state in json.loads(entries)) for key, entries in rows.items()}
+
     # -- what needs the full store ----------------------------------------------------------------
+
+    def copy_attempt(self, repo_id: int, sha: str, tree_hash: str, run_ids: Sequence[int], session_id: int | None, trigger: str) -> None:
+        _needs_a_write("a reused result to store")
+
+    def input_set(self, digest: str, entries: Sequence[tuple[str, str]]) -> int:
+        _needs_a_write("an input set to store")
 
     def claim(
         self, key: CaseKey, attempt: int, owner: str, expires_at: datetime, stale: StaleOwner, session_id: int | None = None
@@ -206,7 +228,7 @@ class ReadOnlyStore:
         with self._translated():
             return self._connection.execute(query, values).fetchall()
 
-    def _in_chunks(self, query: str, keys: Sequence[str], *values: Any) -> dict[Any, Any]:
+    def _in_chunks(self, query: str, keys: Sequence[Any], *values: Any) -> dict[Any, Any]:
         """The (key, value) rows of ``query`` (one ``IN ({})`` for the keys, after ``values``), a chunk at a time."""
         found: dict[Any, Any] = {}
         for start in range(0, len(keys), CHUNK):

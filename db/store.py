@@ -6,17 +6,18 @@ execution is a row, and one attempt of a case is stored once.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from sqlalchemy import ColumnElement, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from db.engine import added, now, record_of
+from db.engine import added, commit_id_of, in_chunks, now, record_of
+from db.input_store import InputStore
 from db.models import (
     Claim,
     Commit,
@@ -39,12 +40,10 @@ from tracker.core.records import (
 )
 from tracker.core.verdicts import Outcome
 
-K = TypeVar("K")
 
-
-class Store(SessionStore):
+class Store(SessionStore, InputStore):
     """Repositories, commits and their target trees, environments, probe versions, runs, claims;
-    bisect sessions and tracking through ``SessionStore``."""
+    bisect sessions and tracking through ``SessionStore``; what runs read through ``InputStore``."""
 
     def repository(self, path: Path) -> int:
         resolved = path.resolve()
@@ -133,7 +132,7 @@ class Store(SessionStore):
                 if claim is None or claim.owner != owner:
                     return None
                 session.delete(claim)
-            return added(session, Run(commit_id=_commit_id(session, run.repo_id, run.sha), **values))
+            return added(session, Run(commit_id=commit_id_of(session, run.repo_id, run.sha), **values))
 
     def runs_for_tree(
         self, tree_hash: str, probe_id: int, environment_id: int, settings_keys: Sequence[str] | None = None
@@ -272,35 +271,19 @@ def _commit_values(repo_id: int, info: CommitInfo) -> dict[str, Any]:
 
 
 def _commit_ids(session: Session, repo_id: int, shas: list[str]) -> dict[str, int]:
-    return _in_chunks(
+    return in_chunks(
         session, shas, lambda some: select(Commit.sha, Commit.id).where(Commit.repository_id == repo_id, Commit.sha.in_(some))
     )
 
 
 def _stored_trees(session: Session, paths_key: str, commit_ids: list[int]) -> dict[int, str]:
-    return _in_chunks(
+    return in_chunks(
         session,
         commit_ids,
         lambda some: select(TargetTree.commit_id, TargetTree.tree_hash).where(
             TargetTree.paths_key == paths_key, TargetTree.commit_id.in_(some)
         ),
     )
-
-
-def _in_chunks(session: Session, values: Sequence[K], query_of: Callable[[Sequence[K]], Any], chunk: int = 500) -> dict[K, Any]:
-    """The (key, value) rows of ``query_of`` over ``values``, a chunk at a time: SQLite bounds the
-    parameters of one statement."""
-    found: dict[K, Any] = {}
-    for start in range(0, len(values), chunk):
-        found.update(session.execute(query_of(values[start : start + chunk])).all())
-    return found
-
-
-def _commit_id(session: Session, repo_id: int, sha: str) -> int:
-    found = session.scalar(select(Commit.id).where(Commit.repository_id == repo_id, Commit.sha == sha))
-    if found is None:
-        raise LookupError(f"commit {sha} of repository {repo_id} is not recorded; record_commits it first")
-    return found
 
 
 def _stored_fields(run: Run, sha: str) -> dict[str, Any]:

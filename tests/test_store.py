@@ -33,6 +33,7 @@ TABLES = {
     "commits",
     "target_trees",
     "environments",
+    "input_sets",
     "probe_versions",
     "runs",
     "track_states",
@@ -164,7 +165,7 @@ def test_upgrade_from_empty_creates_the_schema_of_the_models(db_path: Path) -> N
         assert set(inspect(engine).get_table_names()) == TABLES | {"alembic_version"}
         with engine.connect() as connection:
             context = MigrationContext.configure(connection)
-            assert context.get_current_revision() == "0004"
+            assert context.get_current_revision() == "0005"
             assert compare_metadata(context, Base.metadata) == []
             assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
     finally:

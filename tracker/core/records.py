@@ -98,6 +98,20 @@ class RunRecord:
     seed: int
     trigger: str
     session_id: int | None = None
+    input_set_id: int | None = None
+    """What the case read of its revision (``Store.input_set``); None: reused by tree only."""
+
+
+@dataclass(frozen=True)
+class InputRun:
+    """A stored run that recorded what it read: enough to tell whether it holds at another revision."""
+
+    tree_hash: str
+    case_id: str
+    settings_key: str
+    attempt: int
+    input_set_id: int
+    started_at: datetime
 
 
 @dataclass(frozen=True)
