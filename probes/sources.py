@@ -52,6 +52,8 @@ class ProbeSpec:
     """``FILE.py[:ATTR]`` or ``package.module[:ATTR]``."""
     command: tuple[str, ...] = ()
     inputs: tuple[str, ...] = ()
+    reads: tuple[str, ...] = ()
+    """A command's declared paths of the revision: its result holds wherever they are the same."""
     base: str = ""
     version: int | None = None
     """The declared version; None: a module's Probe keeps its own, anything else is version 1."""
@@ -59,14 +61,14 @@ class ProbeSpec:
     def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name, "source": self.source.value, "module": self.module, "command": list(self.command),
-            "inputs": list(self.inputs), "base": self.base, "version": self.version,
+            "inputs": list(self.inputs), "reads": list(self.reads), "base": self.base, "version": self.version,
         }  # fmt: skip
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ProbeSpec:
         return cls(
             data["name"], Source(data["source"]), data["module"], tuple(data["command"]), tuple(data["inputs"]),
-            data["base"], data["version"],
+            tuple(data["reads"]), data["base"], data["version"],
         )  # fmt: skip
 
     @property
@@ -126,7 +128,10 @@ def resolve(spec: ProbeSpec) -> Probe:
 def _command_probe(spec: ProbeSpec) -> Probe:
     from probes.command import CommandCheck
 
-    fingerprint = _fingerprint({"command": list(spec.command), "inputs": _input_digests(spec)})
+    parts: dict[str, Any] = {"command": list(spec.command), "inputs": _input_digests(spec)}
+    if spec.reads:  # what a result claims to depend on; without reads, the hash results were stored under
+        parts["reads"] = sorted(spec.reads)
+    fingerprint = _fingerprint(parts)
     return SourcedProbe(
         spec.name, spec.version or 1, " ".join(spec.command), (Case(COMMAND_CASE, {}),), CommandCheck(tuple(spec.argv())),
         spec=spec, fingerprint=fingerprint,

@@ -51,7 +51,7 @@ TABLE = "[targets.t.probes.p]\n"
 @pytest.mark.parametrize(
     ("config", "fragments"),
     [
-        (TABLE + 'command = "sh check.sh"\ncmd = "x"\n', ["unknown key targets.t.probes.p.cmd; known keys here: module, command, inputs, version"]),
+        (TABLE + 'command = "sh check.sh"\ncmd = "x"\n', ["unknown key targets.t.probes.p.cmd; known keys here: module, command, inputs, reads, version"]),
         (TABLE + 'command = "sh check.sh"\nmodule = "ci/probes.py:verify"\n', ["targets.t.probes.p has both module and command"]),
         (TABLE, ["targets.t.probes.p has neither module nor command and no probe is called 'p'", "target_verify_metadata", 'set module = "FILE.py:ATTR" or command = [...]']),
         (TABLE + 'inputs = ["check.sh"]\n', ["targets.t.probes.p sets inputs without module or command"]),

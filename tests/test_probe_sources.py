@@ -15,12 +15,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
+from cli_in import regtrack
 from gitrepo import GitRepo, git_env
 
 from db.store import Store
 from probes.sources import command_spec, resolve
-from tracker.cli.app import main
 from tracker.core.errors import UsageError
 from tracker.execution.client import WorkerClient
 from tracker.execution.protocol import Job
@@ -85,15 +84,6 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("PYTHON", sys.executable)
     monkeypatch.delenv("REGTRACK_DB_URL", raising=False)
     return tmp_path / "home"
-
-
-def regtrack(*args: str, cwd: Path) -> Result:
-    old = Path.cwd()
-    os.chdir(cwd)
-    try:
-        return CliRunner().invoke(main, list(args), catch_exceptions=False)
-    finally:
-        os.chdir(old)
 
 
 def config_dir(tmp_path: Path, history: History, probes: str) -> Path:

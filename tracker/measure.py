@@ -27,6 +27,7 @@ from tracker.execution import owners
 from tracker.targets.config import Target
 from tracker.execution.executors import Job, JobResult, LocalExecutor
 from tracker.execution.protocol import SNAPSHOT_MODIFIED
+from tracker.targets.read_reuse import ReadReuse
 from tracker.targets.reuse import Attempt, attempt_settings, attempts_of, complete_verdicts, settings_key
 from tracker.targets.revisions import Repo, paths_key
 from tracker.targets.setup import Setup, SetupFailed
@@ -106,6 +107,11 @@ class Prober:
             for case in probe.cases
         }
         self.paths_key = paths_key(target.paths)
+        self.read_reuse = ReadReuse(
+            store, repo, target.paths, self.probe_id, self.environment_id, self.case_keys,
+            declared_reads=self.source.reads if self.setup is None else (),
+            traced_reads=self.setup is None and not self.source.self_timed,
+        )  # fmt: skip
         self.executions = 0
         self.reused = 0
 
@@ -178,6 +184,11 @@ class Prober:
     def _plan(self, request: Request, session_id: int | None) -> _Plan:
         """Reuse the latest complete attempt; complete an interrupted one; or start a new one."""
         attempts = self.attempts(request.tree_hash)
+        if not attempts and not request.rerun and (elsewhere := self.read_reuse.reusable(request.sha)):
+            source = [a for a in self.attempts(elsewhere.tree_hash) if a.number == elsewhere.attempt]
+            run_ids = [run.id for attempt in source for run in attempt.runs.values()]
+            self.store.copy_attempt(self.repo_id, request.sha, request.tree_hash, run_ids, session_id, self.trigger)
+            attempts = self.attempts(request.tree_hash)
         latest = attempts[-1] if attempts else None
         plan = _Plan(request)
         if latest is not None and not latest.complete(self.case_ids):
@@ -272,7 +283,8 @@ class Prober:
             plan.retries += 1
             self.store.release_claims(owners.this_process(), [self._key(plan, case_id)], plan.attempt)
             return
-        stored = self.store.add_run(plan.record(self, case_id, result, session_id), owner=owners.this_process())
+        input_set_id = self.read_reuse.input_set_id(plan.request.sha, result.reads)
+        stored = self.store.add_run(plan.record(self, case_id, result, session_id, input_set_id), owner=owners.this_process())
         if stored is not None:
             plan.cases[case_id] = CaseOutcome(case_id, result.outcome, result.signature, result.metrics)
             plan.missing.remove(case_id)
@@ -317,7 +329,7 @@ class _Plan:
     retries: int = 0
     """Cases run again because an earlier case edited the snapshot."""
 
-    def record(self, prober: Prober, case_id: str, result: JobResult, session_id: int | None) -> RunRecord:
+    def record(self, prober: Prober, case_id: str, result: JobResult, session_id: int | None, input_set_id: int | None) -> RunRecord:
         assert self.attempt is not None and self.seed is not None, "a job runs only under a claimed attempt"
         return RunRecord(
             repo_id=prober.repo_id,
@@ -338,6 +350,7 @@ class _Plan:
             seed=self.seed,
             trigger=prober.trigger,
             session_id=session_id,
+            input_set_id=input_set_id,
         )
 
 

@@ -21,6 +21,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from probes import Outcome
 from tracker.core.errors import UsageError
+from tracker.targets.inputs import Reads
 
 if TYPE_CHECKING:
     from tracker.core.records import EnvironmentInfo
@@ -130,8 +131,9 @@ class WorkerClient:
         if "error" in reply:
             raise UsageError(reply["error"])
         result = reply["result"]
+        reads = Reads.from_json(result["reads"]) if result.get("reads") is not None else None
         return JobResult(
-            Outcome(result["outcome"]), result["metrics"], result["signature"], result["detail"], result["duration_s"]
+            Outcome(result["outcome"]), result["metrics"], result["signature"], result["detail"], result["duration_s"], reads
         )
 
     def environment(self, device: str, env: Mapping[str, str] | None = None) -> EnvironmentInfo:

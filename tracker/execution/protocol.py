@@ -5,16 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from probes import Outcome, registry
 from probes.api import DEFAULT_IMPORT_ROOTS
 from probes.runner import sigkill_signature
 from tracker.core.errors import UsageError
-
-if TYPE_CHECKING:
-    pass
-
+from tracker.targets.inputs import Reads
 
 PROBE_MODULES_ENV = registry.PROBE_MODULES_ENV
 NONCE_ENV = "REGTRACK_WORKER_NONCE"
@@ -26,7 +23,6 @@ STACK_DUMP_WAIT_S = 0.2
 SNAPSHOT_MODIFIED = "snapshot modified before the case"
 """A case that found its snapshot edited did not run: the parent rebuilds the snapshot and runs it again."""
 OOM_KILL_SIGNATURE = sigkill_signature("worker")
-
 
 
 @dataclass(frozen=True)
@@ -56,7 +52,8 @@ class JobResult:
     signature: str | None
     detail: str
     duration_s: float
-
+    reads: Reads | None = None
+    """What an in-process case read of its snapshot; None for a command, a crash or a timeout."""
 
 
 def import_probe_modules() -> None:

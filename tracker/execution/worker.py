@@ -51,6 +51,8 @@ from tracker.execution.protocol import (
     Job,
     import_probe_modules,
 )
+from tracker.execution.reads import recording
+from tracker.targets.inputs import Reads
 
 
 class _Channel:
@@ -98,13 +100,16 @@ def _run(job: Job) -> dict[str, Any]:
         return {"error": f"probe {probe.name!r} changed while this command ran (code hash {probe.code_hash}, "
                 f"results are stored under {job.code_hash}); run the command again"}  # fmt: skip
     started = time.perf_counter()
+    reads: Reads | None = None
     if changed := _snapshot_changed(Path(job.root)):
         result = ProbeResult(Outcome.ERROR, signature=f"{SNAPSHOT_MODIFIED}: {changed}")
     elif isinstance(probe.check, CommandCheck):
         result = probe.check.run(Path(job.root), job.timeout_s, command_environment(os.environ))
     else:
         ctx = ProbeContext(Path(job.root), job.device, job.dtype, job.seed, tuple(job.import_roots))
-        result = run_case(probe, case, ctx)
+        with recording(ctx.root) as recorded:
+            result = run_case(probe, case, ctx)
+        [reads] = recorded
     duration = time.perf_counter() - started
     sys.stdout.flush()
     sys.stderr.flush()
@@ -115,6 +120,7 @@ def _run(job: Job) -> dict[str, Any]:
             "signature": result.signature,
             "detail": result.detail,
             "duration_s": duration,
+            "reads": reads.to_json() if reads is not None else None,
         }
     }
 

@@ -6,7 +6,8 @@
     module = "ci/probes.py:verify"
     [targets.T.probes.attention]                                # a command, run in the snapshot
     command = ["python", "-m", "pytest", "-x", "tests/test_attn.py"]
-    inputs = ["ci/conftest_extra.py"]
+    inputs = ["ci/conftest_extra.py"]                          # work-tree files hashed into its version
+    reads = ["tests/test_attn.py", "src/attn"]                 # revision paths its result depends on
     [targets.T.probes.target_verify_metadata]                   # an empty table: a probe known by name
 
 Names are checked without importing anything when they can be (built-ins, entry points); only a
@@ -23,7 +24,7 @@ from probes.registry import ProbeLoadError, get_probe, known_names
 from probes.sources import ProbeSpec, Source, split_command
 from tracker.core.errors import UsageError
 
-PROBE_KEYS = ("module", "command", "inputs", "version")
+PROBE_KEYS = ("module", "command", "inputs", "reads", "version")
 IMPORTABLE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*)?")
 FILE_ATTR = re.compile(r".+\.py(:[A-Za-z_]\w*)?")
 
@@ -69,9 +70,12 @@ def _parse_table(file: Path, key: str, name: str, table: object, repo: Path) -> 
         return None
     inputs = _inputs(file, key, table.get("inputs", []), repo)
     version = _version(file, key, table.get("version"))
+    if "reads" in table and "command" not in table:
+        raise UsageError(f"{file}: {key}.reads is for a command; a module probe's reads are traced, leave the key out")
     if "command" in table:
         argv = _command(file, key, table["command"])
-        return ProbeSpec(name, Source.COMMAND, command=tuple(argv), inputs=inputs, base=str(repo), version=version)
+        reads = _reads(file, key, table["reads"]) if "reads" in table else ()
+        return ProbeSpec(name, Source.COMMAND, command=tuple(argv), inputs=inputs, reads=reads, base=str(repo), version=version)
     return ProbeSpec(name, Source.MODULE, module=_module(file, key, table["module"], repo), inputs=inputs, base=str(repo), version=version)
 
 
@@ -111,6 +115,17 @@ def _inputs(file: Path, key: str, value: object, repo: Path) -> tuple[str, ...]:
     for name in value:
         _check_file(file, f"{key}.inputs", name, repo)
     return tuple(dict.fromkeys(value))
+
+
+def _reads(file: Path, key: str, value: object) -> tuple[str, ...]:
+    """Paths of the revision (files or directories) a command's result depends on."""
+    if not isinstance(value, list) or not value or not all(isinstance(item, str) for item in value):
+        raise UsageError(f'{file}: {key}.reads must be a non-empty list of paths of the revision such as ["src", "check.sh"]')
+    for name in value:
+        path = PurePosixPath(name)
+        if not name.strip("/") or path.is_absolute() or ".." in path.parts:
+            raise UsageError(f"{file}: {key}.reads names {name!r}, which is not a path inside the repository; give it relative to the repository's root")
+    return tuple(dict.fromkeys(name.strip("/") for name in value))
 
 
 def _check_file(file: Path, key: str, name: str, repo: Path) -> None:

@@ -151,6 +151,19 @@ class Repo:
         objects = {sha: {path: _object_id(next(found)) for path in unique} for sha in full}
         return {sha: objects[sha] for sha in shas}
 
+    def listing(self, sha: str, paths: Sequence[str]) -> list[tuple[str, str, str]]:
+        """(mode, object id, path) of every file and directory of ``paths`` at ``sha``, and of the
+        directories above them: what a snapshot of ``paths`` holds. One ``git ls-tree``."""
+        full = self._verify_commits([sha])[sha]
+        out = self._run_raw("ls-tree", "-r", "-t", "-z", "--full-tree", full, "--", *paths)
+        rows = []
+        for record in out.split(b"\0"):
+            if record:
+                meta, _, path = record.partition(b"\t")
+                mode, _, oid = meta.decode().split(" ")
+                rows.append((mode, oid, os.fsdecode(path)))
+        return rows
+
     def commit_info(self, sha: str) -> CommitInfo:
         return self.commit_infos([sha])[0]
 
