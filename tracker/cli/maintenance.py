@@ -1,4 +1,4 @@
-"""Housekeeping commands: gc, db upgrade, and the demo."""
+"""Housekeeping commands: gc, db upgrade, init, and the demo."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from tracker.cli.app import (
     workspace,
 )
 from tracker.targets.snapshots import SnapshotCache
+from tracker.targets.templates import TEMPLATES, template, write_template
 
 SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -51,6 +52,18 @@ def gc(max_size: float, max_age: float, as_json: bool) -> None:
         emit_json({"cache": str(SnapshotCache().root), **asdict(report)})
     else:
         out.print(f"{SnapshotCache().root}: {report}")
+
+
+@main.command()
+@click.argument("name", type=click.Choice(sorted(TEMPLATES)))
+@click.argument("path", type=click.Path(path_type=Path), default=".")
+@click.option("--print", "to_stdout", is_flag=True, help="Print the configuration instead of writing it.")
+def init(name: str, path: Path, to_stdout: bool) -> None:
+    """Write a regtrack.toml for a known repository (NAME) into PATH, its root (default: here)."""
+    if to_stdout:
+        click.echo(template(name), nl=False)
+        return
+    out.print(f"wrote {write_template(name, path)}")
 
 
 @main.group()
