@@ -1,0 +1,179 @@
+"""Scan a range of a real SGLang clone with regtrack's SGLang probes and print what it found.
+
+    python scripts/sglang_history.py --repo PATH RANGE [--probe P ...] [--home DIR]
+                                     [--baseline] [--git-bisect GOOD BAD]
+
+Runs ``regtrack scan RANGE --max-samples <commits>`` (every distinct target tree of the range is
+measured or reused) on the SGLang target (``regtrack init sglang``'s config, written into a
+directory of its own, so the clone stays untouched), in a subprocess with ``REGTRACK_HOME`` the
+given or a fresh directory. Prints every transition per probe with its kind and its revert or
+re-land pair, the untestable and flaky stretches, the API eras the probes met (from the stored
+runs' details), executions against commits and against the distinct sets of files the probes
+read, reuses, and the wall time.
+
+``--baseline`` also runs the same probes on every commit of the range in a plain loop (one
+``regtrack run`` per commit, its own fresh home each time, so nothing is reused) and prints the
+ratio of the scan's wall time to the loop's (target <= 0.25). ``--git-bisect GOOD BAD`` runs
+``git bisect run`` with the first probe over GOOD..BAD in a clone of its own, for comparison.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tracker.targets.templates import SGLANG_PROBES, template  # noqa: E402
+
+ERA = re.compile(r"\bera (\w+)")
+
+
+def regtrack(home: Path, config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "REGTRACK_HOME": str(home)}
+    env.pop("REGTRACK_DB_URL", None)
+    return subprocess.run([sys.executable, "-m", "tracker.cli", *args], cwd=config, env=env, capture_output=True, text=True, check=False)
+
+
+def config_dir(repo: Path, where: Path) -> Path:
+    where.mkdir(parents=True, exist_ok=True)
+    (where / "regtrack.toml").write_text(template("sglang").replace('repo = "."', f"repo = {str(repo)!r}"))
+    return where
+
+
+def line_of(repo: Path, spec: str) -> list[str]:
+    first, _, last = spec.partition("..")
+    shas = subprocess.run(
+        ["git", "-C", str(repo), "rev-list", "--first-parent", "--reverse", f"{first}..{last or 'HEAD'}"],
+        check=True, capture_output=True, text=True,
+    ).stdout.split()  # fmt: skip
+    base = subprocess.run(["git", "-C", str(repo), "rev-parse", first], check=True, capture_output=True, text=True).stdout.strip()
+    return [base, *shas]
+
+
+def scan(repo: Path, spec: str, probes: list[str], home: Path, config: Path, commits: int) -> tuple[dict[str, Any], float]:
+    options = [option for probe in probes for option in ("--probe", probe)]
+    started = time.perf_counter()
+    result = regtrack(home, config, "scan", spec, *options, "--max-samples", str(max(commits, 2)), "--json")
+    wall = time.perf_counter() - started
+    if result.returncode not in (0, 1):
+        sys.exit(f"regtrack scan failed ({result.returncode}): {result.stderr.strip()[-2000:]}")
+    return json.loads(result.stdout), wall
+
+
+def stored_facts(home: Path) -> tuple[Counter[str], dict[str, int], Counter[str]]:
+    """The eras named in the runs' details, the distinct input sets per probe, and why runs were untestable."""
+    with sqlite3.connect(home / "data" / "regtrack.db") as db:
+        rows = db.execute(
+            "SELECT probe_versions.name, runs.detail, runs.input_set_id, runs.outcome, runs.signature FROM runs "
+            "JOIN probe_versions ON runs.probe_id = probe_versions.id"
+        ).fetchall()
+    eras: Counter[str] = Counter()
+    inputs: dict[str, set[int]] = {}
+    untestable: Counter[str] = Counter()
+    for probe, detail, input_set, outcome, signature in rows:
+        eras.update(ERA.findall(detail or ""))
+        if input_set is not None:
+            inputs.setdefault(probe, set()).add(input_set)
+        if outcome in ("error", "skip"):
+            untestable[f"{probe}: {(signature or outcome)[:100]}"] += 1
+    return eras, {probe: len(sets) for probe, sets in inputs.items()}, untestable
+
+
+def baseline(repo: Path, line: list[str], probes: list[str], config: Path, work: Path) -> float:
+    """Every commit measured in a plain loop, nothing reused: the cost the scan is compared with."""
+    options = [option for probe in probes for option in ("--probe", probe)]
+    started = time.perf_counter()
+    for index, sha in enumerate(line):
+        home = work / f"baseline-{index}"
+        result = regtrack(home, config, "run", sha, *options, "--json")
+        if result.returncode not in (0, 1, 3):
+            sys.exit(f"regtrack run {sha[:12]} failed ({result.returncode}): {result.stderr.strip()[-500:]}")
+        subprocess.run(["rm", "-rf", str(home)], check=False)
+    return time.perf_counter() - started
+
+
+GIT_STEP = """
+import sys
+from pathlib import Path
+from probes import Outcome, ProbeContext, get_probe, run_probe, summarize
+result = summarize(run_probe(get_probe({probe!r}), ProbeContext(root=Path.cwd(), import_roots=("python",))))
+sys.exit(1 if result.outcome in {{Outcome.FAIL, Outcome.CRASH, Outcome.TIMEOUT}} else 0 if result.outcome is Outcome.PASS else 125)
+"""
+
+
+def git_bisect(repo: Path, good: str, bad: str, probe: str, work: Path) -> tuple[str | None, int, float]:
+    clone = work / "git-bisect"
+    subprocess.run(["git", "clone", "--quiet", "--no-checkout", str(repo), str(clone)], check=True)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    started = time.perf_counter()
+    subprocess.run(["git", "-C", str(clone), "bisect", "start", "--first-parent", bad, good], check=True, capture_output=True, env=env)
+    run = subprocess.run(
+        ["git", "-C", str(clone), "bisect", "run", sys.executable, "-P", "-c", GIT_STEP.format(probe=probe)],
+        capture_output=True, text=True, env=env, check=False,
+    )  # fmt: skip
+    wall = time.perf_counter() - started
+    found = re.search(r"^([0-9a-f]{40}) is the first bad commit", run.stdout, re.M)
+    steps = run.stdout.count("running ")
+    return (found.group(1) if found else None), steps, wall
+
+
+def report(data: dict[str, Any], line: list[str], wall: float, home: Path) -> None:
+    eras, inputs, untestable = stored_facts(home)
+    print(f"range {line[0][:12]}..{line[-1][:12]}: {len(line)} first-parent commits, scan wall {wall:.1f} s")
+    print(f"executions {data['executions']}, reused {data['reused']} (of {len(line)} commits x {len(data['stories'])} probes)")
+    for probe, count in sorted(inputs.items()):
+        print(f"  {probe}: {count} distinct sets of files read")
+    print("transitions:")
+    for t in sorted(data["transitions"], key=lambda t: (t["probe"], line.index(t["sha"]) if t["sha"] in line else -1)):
+        pair = f"  {t['pair_kind']} {t['pairs_with'][:12]}" if t.get("pairs_with") else ""
+        print(f"  {t['probe']:<34} {t['kind']:<10} {t['sha'][:12]}{pair}")
+    for s in data["stretches"]:
+        print(f"  {s['probe']:<34} {s['kind']:<10} {s['first'][:12]}..{s['last'][:12]}")
+    print("eras met (runs): " + (", ".join(f"{era} {count}" for era, count in sorted(eras.items())) or "none recorded"))
+    if untestable:
+        print("untestable or skipped runs:")
+        for why, count in untestable.most_common(12):
+            print(f"  {count:>5}  {why}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repo", type=Path, required=True, help="an SGLang clone")
+    parser.add_argument("range", help="A..B (first-parent)")
+    parser.add_argument("--probe", action="append", help=f"(default: {', '.join(SGLANG_PROBES[:3])})")
+    parser.add_argument("--home", type=Path, help="REGTRACK_HOME to use (default: a fresh temporary one)")
+    parser.add_argument("--baseline", action="store_true", help="also run every commit in a plain loop and print the wall ratio")
+    parser.add_argument("--git-bisect", nargs=2, metavar=("GOOD", "BAD"), help="also run git bisect run over GOOD..BAD")
+    args = parser.parse_args(argv)
+    repo = args.repo.resolve()
+    probes = args.probe or list(SGLANG_PROBES[:3])
+    with tempfile.TemporaryDirectory(prefix="sglang-history-") as scratch:
+        work = Path(scratch)
+        home = args.home.resolve() if args.home else work / "home"
+        config = config_dir(repo, work / "config")
+        line = line_of(repo, args.range)
+        data, wall = scan(repo, args.range, probes, home, config, len(line))
+        report(data, line, wall, home)
+        if args.baseline:
+            loop = baseline(repo, line, probes, config, work)
+            print(f"plain loop over every commit: {loop:.1f} s; scan/loop = {wall / loop:.2f} (target <= 0.25)")
+        if args.git_bisect:
+            culprit, steps, bisect_wall = git_bisect(repo, *args.git_bisect, probes[0], work)
+            print(f"git bisect run ({probes[0]}): {steps} steps, {bisect_wall:.1f} s, first bad {culprit[:12] if culprit else 'none'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
