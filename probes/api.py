@@ -80,6 +80,10 @@ class Probe:
     ``check(ctx, params)`` imports what it tests from the revision itself, e.g.
     ``ctx.import_package("backend")``, and judges it under one case's parameters. ``version`` is bumped by hand when the probe's meaning changes; ``code_hash`` changes with any
     edit of the module that defines the check.
+
+    ``deterministic`` declares that the result is a function of the revision and the case alone
+    (no timing, no nondeterministic kernels): such a probe always runs under the same seed, so a
+    rerun would repeat it exactly, and scan does not rerun its bad results to confirm them.
     """
 
     name: str
@@ -87,6 +91,7 @@ class Probe:
     description: str
     cases: tuple[Case, ...]
     check: CheckFn
+    deterministic: bool = False
 
     @property
     def code_hash(self) -> str:

@@ -7,6 +7,7 @@ Real git, real workers, real SQLite."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -49,7 +50,19 @@ def story(tmp_path_factory: pytest.TempPathFactory) -> ShapedManifest:
     return build_sglang_shaped_history(tmp_path_factory.mktemp("sglang") / "sglang", era="C1", bad_commits=2, reverted_commits=2)
 
 
-def test_a_scan_finds_the_story_with_its_revert_and_re_land_paired(story: ShapedManifest, tmp_path: Path) -> None:
+def executed_attempts(home: Path) -> dict[tuple[str, int], tuple[tuple[int, ...], int]]:
+    """Each executed (not copied) attempt's input sets, one per case, and its seed."""
+    with sqlite3.connect(home / "data" / "regtrack.db") as db:
+        rows = db.execute("SELECT tree_hash, attempt, case_id, input_set_id, seed FROM runs WHERE reused_from_id IS NULL").fetchall()
+    cases: dict[tuple[str, int], dict[str, int]] = {}
+    seeds: dict[tuple[str, int], int] = {}
+    for tree, attempt, case_id, input_set, seed in rows:
+        cases.setdefault((tree, attempt), {})[case_id] = input_set
+        seeds[(tree, attempt)] = seed
+    return {key: (tuple(by_case[c] for c in sorted(by_case)), seeds[key]) for key, by_case in cases.items()}
+
+
+def test_a_scan_finds_the_story_with_its_revert_and_re_land_paired(story: ShapedManifest, tmp_path: Path, home: Path) -> None:
     where = configured(story, tmp_path / "config")
     result = regtrack("scan", f"{story.commits[0]}..{story.head}", "--probe", PROBE, "--max-samples", "64", "--json", cwd=where)
     assert result.exit_code in (0, 1), result.output
@@ -63,6 +76,13 @@ def test_a_scan_finds_the_story_with_its_revert_and_re_land_paired(story: Shaped
     assert {s["first"] for s in report["stretches"]} == {story.role("stub_reached")}
     # Every commit touching only files the probe never read (docs, another backend) reused a result.
     assert report["executions"] < len(story.commits)
+    executed = executed_attempts(home)
+    # The probe is deterministic: one attempt per tree (no confirmation reruns), all under one seed,
+    # and no two executions read the same files (else the second should have been reused).
+    assert len(executed) == report["executions"]
+    assert len({tree for tree, _ in executed}) == len(executed)
+    assert len({reads for _, (reads, _) in executed.items()}) == len(executed)
+    assert {seed for _, seed in executed.values()} == {0}
 
 
 def test_input_tracked_reuse_runs_nothing_for_unread_files_and_runs_for_a_read_one(story: ShapedManifest, tmp_path: Path) -> None:

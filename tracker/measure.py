@@ -254,16 +254,23 @@ class Prober:
             ]
             if all(state is ClaimState.CLAIMED for state in states):
                 plan.attempt = number
-                plan.seed = self.seed + number - 1 if self.seed is not None else secrets.randbits(31)
+                plan.seed = self._seed_of(number)
                 return
             self.store.release_claims(owners.this_process(), keys, number)
         raise RuntimeError(f"could not claim a new attempt of {plan.request.tree_hash[:12]} in {NEW_ATTEMPT_TRIES} tries")
+
+    def _seed_of(self, attempt: int) -> int:
+        """Attempt ``attempt``'s seed: the given seed plus the attempt's offset, or a fresh one;
+        always the same one for a deterministic probe."""
+        if self.probe.deterministic:
+            return self.seed or 0
+        return self.seed + attempt - 1 if self.seed is not None else secrets.randbits(31)
 
     def _jobs(self, plan: _Plan, case_ids: list[str]) -> list[Job]:
         if not case_ids:
             return []
         if plan.seed is None:
-            plan.seed = self.seed + (plan.attempt or 1) - 1 if self.seed is not None else secrets.randbits(31)
+            plan.seed = self._seed_of(plan.attempt or 1)
         root = self.snapshots.materialise(self.repo, plan.request.sha, self.target.paths, self.setup)
         device, dtype = self.executor.device, self.executor.dtype
         timeout_s = self.timeout_s if self.source.self_timed else None

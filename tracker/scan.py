@@ -11,7 +11,7 @@ measuring every run (``--max-samples`` at least the number of runs) never misses
 execution per distinct target tree.
 
 A run whose result is bad is rerun ``confirm`` times with fresh seeds before a transition to or
-from it is reported; a run that both passes and fails is flaky, and is reported as a flaky
+from it is reported (not for a deterministic probe, whose rerun would repeat it exactly); a run that both passes and fails is flaky, and is reported as a flaky
 stretch, never as a clean transition. Untestable runs are reported as untestable stretches.
 """
 
@@ -135,7 +135,7 @@ class Scanner:
         runs = group_runs([trees[sha] for sha in line])
         self._planned = len(self._initial_samples(runs, infos)) * len(self.probers)
         self._trees = len(runs) * len(self.probers)
-        self._final = self.confirm == 0 and len(runs) <= self.max_samples
+        self._final = all(self._confirmations(p) == 0 for p in self.probers) and len(runs) <= self.max_samples
         before = [(p.executions, p.reused) for p in self.probers]
         scans = [self._scan_probe(prober, line, infos, [trees[sha] for sha in line]) for prober in self.probers]
         report = ScanReport(infos, scans)
@@ -160,7 +160,8 @@ class Scanner:
             measure(group)
         self._sampling = False
         self._refine(runs, states, measure)
-        self._confirm(runs, states, measure, lambda group: len(prober.attempt_verdicts(trees[runs[group].start])))
+        confirm = self._confirmations(prober)
+        self._confirm(runs, states, measure, lambda group: len(prober.attempt_verdicts(trees[runs[group].start])), confirm)
         ordered = sorted(states)
         found, stretches = find_transitions([states[g] for g in ordered])
         commit_of = [runs[g].start for g in ordered]
@@ -224,14 +225,17 @@ class Scanner:
             for gap in gaps:
                 measure(gap[(len(gap) - 1) // 2])
 
-    def _confirm(self, runs: list[range], states: dict[int, State], measure: Callable[..., State], attempts: Callable[[int], int]) -> None:
+    def _confirmations(self, prober: Prober) -> int:
+        return 0 if prober.probe.deterministic else self.confirm
+
+    def _confirm(self, runs: list[range], states: dict[int, State], measure: Callable[..., State], attempts: Callable[[int], int], confirm: int) -> None:
         """Rerun every bad run next to a transition until it has ``1 + confirm`` attempts, so a
         flaky one is not taken for a clean one; attempts stored earlier count."""
         ordered = sorted(states)
         found, _ = find_transitions([states[g] for g in ordered])
         sides = {ordered[i] for t in found for i in (t.index, t.candidates[0] - 1) if 0 <= i < len(ordered)}
         for group in sorted(g for g in sides if states[g] is State.BAD):
-            while states[group] is State.BAD and attempts(group) < 1 + self.confirm:
+            while states[group] is State.BAD and attempts(group) < 1 + confirm:
                 measure(group, rerun=True)
 
 

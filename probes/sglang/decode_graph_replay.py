@@ -65,5 +65,6 @@ PROBE = register(
         description="SGLang trtllm_mha decode graph replays (padded batches, lagging host seq_lens) vs the closed form and the eager path",
         cases=CASES,
         check=check,
+        deterministic=True,
     )
 )

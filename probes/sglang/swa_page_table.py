@@ -87,5 +87,6 @@ PROBE = register(
         description="SGLang trtllm_mha sliding-window page table and write locations after graph replays and eagerly",
         cases=CASES,
         check=check,
+        deterministic=True,
     )
 )

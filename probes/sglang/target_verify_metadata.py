@@ -112,5 +112,6 @@ PROBE = register(
         description="SGLang trtllm_mha target-verify graph metadata with T != N vs the closed form and the eager path",
         cases=CASES,
         check=check,
+        deterministic=True,
     )
 )

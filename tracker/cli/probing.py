@@ -170,7 +170,7 @@ def bisect_session(
 @click.argument("range_spec", metavar="RANGE", default="HEAD")
 @click.option("--probe", "probe_names", multiple=True, help="Probe to scan with (repeatable; default: the target's probes).")
 @click.option("--max-samples", default=64, show_default=True, type=click.IntRange(2), help="Measure every distinct target tree when the range has at most this many.")
-@click.option("--confirm", default=2, show_default=True, type=click.IntRange(0), help="Reruns of a bad side before a transition is reported.")
+@click.option("--confirm", default=2, show_default=True, type=click.IntRange(0), help="Reruns of a bad side before a transition is reported (none for a deterministic probe).")
 @target_options
 @execution_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
