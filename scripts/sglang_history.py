@@ -1,10 +1,11 @@
 """Scan a range of a real SGLang clone with regtrack's SGLang probes and print what it found.
 
-    python scripts/sglang_history.py --repo PATH RANGE [--probe P ...] [--home DIR]
+    python scripts/sglang_history.py --repo PATH RANGE [--probe P ...] [--home DIR] [--max-samples N]
                                      [--baseline] [--git-bisect GOOD BAD]
 
 Runs ``regtrack scan RANGE --max-samples <commits>`` (every distinct target tree of the range is
-measured or reused) on the SGLang target (``regtrack init sglang``'s config, written into a
+measured or reused; ``--max-samples N`` samples N trees and bisects between disagreeing ones
+instead, for ranges of thousands of commits) on the SGLang target (``regtrack init sglang``'s config, written into a
 directory of its own, so the clone stays untouched), in a subprocess with ``REGTRACK_HOME`` the
 given or a fresh directory. Prints every transition per probe with its kind and its revert or
 re-land pair, the untestable and flaky stretches, the API eras the probes met (from the stored
@@ -62,10 +63,10 @@ def line_of(repo: Path, spec: str) -> list[str]:
     return [base, *shas]
 
 
-def scan(repo: Path, spec: str, probes: list[str], home: Path, config: Path, commits: int) -> tuple[dict[str, Any], float]:
+def scan(spec: str, probes: list[str], home: Path, config: Path, samples: int) -> tuple[dict[str, Any], float]:
     options = [option for probe in probes for option in ("--probe", probe)]
     started = time.perf_counter()
-    result = regtrack(home, config, "scan", spec, *options, "--max-samples", str(max(commits, 2)), "--json")
+    result = regtrack(home, config, "scan", spec, *options, "--max-samples", str(max(samples, 2)), "--json")
     wall = time.perf_counter() - started
     if result.returncode not in (0, 1):
         sys.exit(f"regtrack scan failed ({result.returncode}): {result.stderr.strip()[-2000:]}")
@@ -154,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("range", help="A..B (first-parent)")
     parser.add_argument("--probe", action="append", help=f"(default: {', '.join(SGLANG_PROBES[:3])})")
     parser.add_argument("--home", type=Path, help="REGTRACK_HOME to use (default: a fresh temporary one)")
+    parser.add_argument("--max-samples", type=int, help="trees to sample before bisecting (default: every tree of the range)")
     parser.add_argument("--baseline", action="store_true", help="also run every commit in a plain loop and print the wall ratio")
     parser.add_argument("--git-bisect", nargs=2, metavar=("GOOD", "BAD"), help="also run git bisect run over GOOD..BAD")
     args = parser.parse_args(argv)
@@ -164,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         home = args.home.resolve() if args.home else work / "home"
         config = config_dir(repo, work / "config")
         line = line_of(repo, args.range)
-        data, wall = scan(repo, args.range, probes, home, config, len(line))
+        data, wall = scan(args.range, probes, home, config, args.max_samples or len(line))
         report(data, line, wall, home)
         if args.baseline:
             loop = baseline(repo, line, probes, config, work)
