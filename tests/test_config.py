@@ -151,6 +151,11 @@ def test_repo_override_wins_over_the_config(repo: GitRepo, tmp_path: Path) -> No
         ('db_url = "sqlite://"\n', "targets is missing"),
         ("targets = 3\n", "targets is missing"),
         ("targets = {a = 1}\n", "targets.a must be a table"),
+        ('executor = "ray"\n[targets.a]\nrepo = "."\n', "executor must be a table"),
+        ('[executor]\nkind = "slurm"\n[targets.a]\nrepo = "."\n', "executor.kind must be one of local, ray, not 'slurm'"),
+        ('[executor]\nkind = "ray"\nadress = "auto"\n[targets.a]\nrepo = "."\n', "unknown key executor.adress"),
+        ('[executor]\nray_address = 1\n[targets.a]\nrepo = "."\n', "executor.ray_address must be a string"),
+        ('[executor]\ngpus_per_actor = 2\n[targets.a]\nrepo = "."\n', "executor.gpus_per_actor must be a number from 0 to 1"),
     ],
 )
 def test_bad_regtrack_toml(repo: GitRepo, text: str, expected: str) -> None:
@@ -289,3 +294,17 @@ def test_normalise_paths() -> None:
     for bad in (["/abs"], ["a/../.."], [""], []):
         with pytest.raises(ValueError):
             normalise_paths(bad)
+
+
+def test_the_executor_table(repo: GitRepo) -> None:
+    (repo.path / "regtrack.toml").write_text('[executor]\nkind = "ray"\nray_address = "auto"\ngpus_per_actor = 0.5\n[targets.a]\nrepo = "."\n')
+    executor = load_config(repo.path, None).executor
+    assert (executor.kind, executor.ray_address, executor.gpus_per_actor) == ("ray", "auto", 0.5)
+    (repo.path / "regtrack.toml").write_text('[targets.a]\nrepo = "."\n')
+    assert load_config(repo.path, None).executor.kind == "local"
+
+
+def test_a_ray_address_with_the_local_executor_is_a_usage_error(repo: GitRepo) -> None:
+    result = CliRunner().invoke(main, ["run", "--repo", str(repo.path), "--executor", "local", "--ray-address", "auto", "HEAD"])
+    assert result.exit_code == 2
+    assert "--ray-address names a Ray cluster" in result.output

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import ctypes
 import os
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Mapping
 from typing import Any
 
-from probes import Case, Probe, ProbeContext, ProbeResult, register
+from probes import Case, Outcome, Probe, ProbeContext, ProbeResult, register
 
 SPAM_LINES = 20000
 
@@ -47,3 +48,22 @@ register(
 )
 register(Probe("worker_test_hang", 1, "never returns", (Case("forever", {}),), hang))
 register(Probe("worker_test_spam", 1, "floods stdout and reads stdin", (Case("flood", {}),), spam))
+
+
+def where(ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
+    """Passes after ``sleep`` seconds, naming the GPUs the worker was given."""
+    time.sleep(params["sleep"])
+    return ProbeResult(Outcome.PASS, {}, detail=os.environ.get("CUDA_VISIBLE_DEVICES", ""))
+
+
+def kill_host(ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
+    """Kills the process that started the worker when that is a Ray actor (never a test process)."""
+    with open(f"/proc/{os.getppid()}/cmdline", "rb") as cmdline:
+        if cmdline.read().startswith(b"ray::"):
+            os.kill(os.getppid(), signal.SIGKILL)
+    time.sleep(60)
+    return ProbeResult(Outcome.FAIL, {}, signature="the worker's host outlived it")
+
+
+register(Probe("worker_test_where", 1, "names its GPUs", (Case("quick", {"sleep": 0.0}), Case("slow", {"sleep": 3.0})), where))
+register(Probe("worker_test_kill_host", 1, "kills its Ray actor", (Case("once", {}),), kill_host))

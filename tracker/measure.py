@@ -25,8 +25,9 @@ from probes.sources import spec_of
 
 from tracker.execution import owners
 from tracker.targets.config import Target
-from tracker.execution.executors import Job, JobResult, LocalExecutor
-from tracker.execution.protocol import SNAPSHOT_MODIFIED
+from tracker.core.errors import UsageError
+from tracker.execution.executors import Executor, Job, JobResult
+from tracker.execution.protocol import SNAPSHOT_MODIFIED, Revision
 from tracker.targets.read_reuse import ReadReuse
 from tracker.targets.reuse import Attempt, attempt_settings, attempts_of, complete_verdicts, settings_key
 from tracker.targets.revisions import Repo, paths_key
@@ -86,7 +87,7 @@ class Prober:
         repo: Repo,
         target: Target,
         probe: Probe,
-        executor: LocalExecutor,
+        executor: Executor,
         snapshots: SnapshotCache,
         trigger: str,
         seed: int | None = None,
@@ -99,6 +100,8 @@ class Prober:
         self.source = spec_of(probe)
         self.timeout_s = executor.case_timeout(target.timeout_s)
         self.setup = Setup(target.setup, target.env) if target.setup is not None else None
+        if self.setup is not None and executor.makes_snapshots:
+            raise UsageError(f"target {target.name!r} has a setup step, which only the local executor runs; drop --executor ray")
         measured_in = executor.environment(target.env)
         self.environment_id = store.environment(replace(measured_in, facts=dict(target.facts)))
         self.case_ids = [case.id for case in probe.cases]
@@ -271,17 +274,23 @@ class Prober:
             return []
         if plan.seed is None:
             plan.seed = self._seed_of(plan.attempt or 1)
-        root = self.snapshots.materialise(self.repo, plan.request.sha, self.target.paths, self.setup)
+        root, revision = self._placed(plan.request.sha)
         device, dtype = self.executor.device, self.executor.dtype
         timeout_s = self.timeout_s if self.source.self_timed else None
         return [
             Job(
-                self.probe.name, case_id, str(root), device, dtype, plan.seed,
+                self.probe.name, case_id, root, device, dtype, plan.seed,
                 import_roots=self.target.import_roots, env=dict(self.target.env),
-                source=self.source.to_json(), code_hash=self.code_hash, timeout_s=timeout_s,
+                source=self.source.to_json(), code_hash=self.code_hash, timeout_s=timeout_s, revision=revision,
             )  # fmt: skip
             for case_id in case_ids
         ]
+
+    def _placed(self, sha: str) -> tuple[str, Revision | None]:
+        """Where the jobs find the revision: a snapshot made here, or one the executor makes where they run."""
+        if self.executor.makes_snapshots:
+            return "", Revision(str(self.repo.path), self.repo.resolve(sha), tuple(self.target.paths))
+        return str(self.snapshots.materialise(self.repo, sha, self.target.paths, self.setup)), None
 
     def _store(self, plan: _Plan, case_id: str, result: JobResult, session_id: int | None) -> None:
         if (result.signature or "").startswith(SNAPSHOT_MODIFIED) and plan.retries < SNAPSHOT_RETRIES:

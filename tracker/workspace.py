@@ -16,9 +16,9 @@ from probes.registry import ProbeLoadError, known_names
 from probes.sources import ProbeSpec, adhoc_command_name, command_spec, resolve, split_command
 
 from tracker.bisect_options import open_session
-from tracker.targets.config import Config, Target, load_config
+from tracker.targets.config import Config, ExecutorConfig, Target, load_config
 from tracker.core.errors import UsageError
-from tracker.execution.executors import LocalExecutor
+from tracker.execution.executors import Executor, LocalExecutor
 from tracker.measure import Prober
 from tracker.targets.revisions import ROOT_PATH, Repo
 from tracker.targets.snapshots import SnapshotCache
@@ -38,12 +38,27 @@ class ExecutionOptions:
     timeout_s: float | None = None
     """None: each target's own timeout, else the executor's default."""
     seed: int | None = None
+    executor_kind: str | None = None
+    """``local`` or ``ray``; None: the config's ``[executor]``, else local."""
+    ray_address: str | None = None
 
     @property
     def resolved_dtype(self) -> str:
         return self.dtype or ("bfloat16" if self.device.startswith("cuda") else "float32")
 
-    def executor(self) -> LocalExecutor:
+    def executor_of(self, config: ExecutorConfig) -> str:
+        """The kind of executor these options and the config's ``[executor]`` table (options first) name."""
+        return self.executor_kind or config.kind
+
+    def executor(self, config: ExecutorConfig | None = None) -> Executor:
+        configured = config or ExecutorConfig()
+        if self.executor_of(configured) == "ray":
+            from tracker.execution.ray_executor import RayExecutor
+
+            address = self.ray_address or configured.ray_address
+            return RayExecutor(
+                self.device, self.resolved_dtype, self.workers, self.timeout_s, address, configured.gpus_per_actor
+            )
         return LocalExecutor(self.device, self.resolved_dtype, workers=self.workers, timeout_s=self.timeout_s)
 
 
@@ -113,7 +128,7 @@ class Workspace(Generic[S]):
         probe_id = self.store.probe_version(probe.name, probe.version, probe.code_hash)
         return open_session(self.store, self.store.repository(self.repo.path), self.target.name, probe_id, probe.name)
 
-    def prober(self, probe: Probe, executor: LocalExecutor, trigger: str, seed: int | None = None) -> Prober:
+    def prober(self, probe: Probe, executor: Executor, trigger: str, seed: int | None = None) -> Prober:
         return Prober(self.store, self.repo, self.target, probe, executor, self.snapshots, trigger, seed)
 
 

@@ -43,6 +43,8 @@ def execution_options(command: F) -> F:
         click.option("--workers", default=1, show_default=True, type=click.IntRange(1), help="Probe worker processes."),
         click.option("--timeout", type=click.FloatRange(min=0.1), help="Seconds one probe case may take (default: the target's timeout, else 300)."),
         click.option("--seed", type=int, help="Fix the probes' seed (default: a fresh one per execution, stored)."),
+        click.option("--executor", "executor_kind", type=click.Choice(("local", "ray")), help="Where probe jobs run (default: the config's [executor], else local)."),
+        click.option("--ray-address", help="Ray cluster to join with --executor ray (default: RAY_ADDRESS, else a local one)."),
     ]
     for option in reversed(options):
         command = option(command)
@@ -55,11 +57,21 @@ def _check_device(ctx: click.Context, param: click.Parameter, value: str) -> str
     return value
 
 
-def execution_settings(device: str, dtype: str | None, workers: int, timeout: float | None, seed: int | None) -> ExecutionOptions:
-    return ExecutionOptions(device, dtype, workers, timeout, seed)
+def execution_settings(
+    device: str, dtype: str | None, workers: int, timeout: float | None, seed: int | None,
+    executor_kind: str | None, ray_address: str | None,
+) -> ExecutionOptions:  # fmt: skip
+    if ray_address is not None and executor_kind == "local":
+        raise UsageError("--ray-address names a Ray cluster, which --executor local does not use; drop one of them")
+    if ray_address is not None:
+        executor_kind = "ray"
+    return ExecutionOptions(device, dtype, workers, timeout, seed, executor_kind, ray_address)
 
 
-EXECUTION_FLAGS = {"device": "--device", "dtype": "--dtype", "workers": "--workers", "timeout": "--timeout", "seed": "--seed"}
+EXECUTION_FLAGS = {
+    "device": "--device", "dtype": "--dtype", "workers": "--workers", "timeout": "--timeout", "seed": "--seed",
+    "executor_kind": "--executor", "ray_address": "--ray-address",
+}  # fmt: skip
 SEARCH_FLAGS = {"strategy": "--strategy", "confidence": "--confidence", "max_runs": "--max-runs", "find_fix": "--find-fix"}
 
 

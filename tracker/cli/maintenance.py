@@ -93,7 +93,7 @@ def demo(path: Path | None, commits: int, as_json: bool, **execution: Any) -> No
     options = execution_settings(**execution)
     history_path = path or demo_api.default_path()
     manifest = demo_api.ensure_history(history_path, commits, err)
-    with workspace(history_path, None) as ws, options.executor() as executor:
+    with workspace(history_path, None) as ws, options.executor(ws.config.executor) as executor:
         steps = progress.Reporter(err, "demo", live=False)  # the demo draws its own status spinner
         on_step = progress.bisect_steps(steps, lambda sha: ws.repo.commit_info(sha).subject, options.workers)
         result = demo_api.run_demo(ws, manifest, executor, options.seed, err, on_step)

@@ -66,7 +66,7 @@ def run(revs: tuple[str, ...], probe_names: tuple[str, ...], command: str | None
     """Run probes at REVS (stored results are reused); exit 1 if any revision is bad, else 3 if
     some revision could not be judged by any probe (every verdict untestable)."""
     options = execution_settings(**execution)
-    with workspace(repo, target) as ws, options.executor() as executor:
+    with workspace(repo, target) as ws, options.executor(ws.config.executor) as executor:
         shas = [ws.repo.resolve(rev) for rev in revs]
         rows = []
         probes = [command_probe(ws, command, probe_names)] if command is not None else ws.probes(probe_names)
@@ -159,7 +159,7 @@ def bisect_session(
         if pending is not None:
             stored = StoredOptions.of(pending)
             options, search = ExecutionOptions(**stored.execution), stored.search
-        with options.executor() as executor, progress.Reporter(err, f"bisect {probe.name}") as reporter:
+        with options.executor(ws.config.executor) as executor, progress.Reporter(err, f"bisect {probe.name}") as reporter:
             prober = ws.prober(probe, executor, "bisect", options.seed)
             steps = progress.bisect_steps(reporter, progress.stored_subjects(ws.store, prober.repo_id), search.workers)
             session = BisectSession(ws.store, ws.repo, prober, search, steps)
@@ -177,7 +177,7 @@ def bisect_session(
 def scan(range_spec: str, probe_names: tuple[str, ...], max_samples: int, confirm: int, repo: Path | None, target: str | None, as_json: bool, **execution: Any) -> None:
     """Every transition of each probe along RANGE (A..B, or B for its whole first-parent line)."""
     options = execution_settings(**execution)
-    with workspace(repo, target) as ws, options.executor() as executor:
+    with workspace(repo, target) as ws, options.executor(ws.config.executor) as executor:
         line = ws.repo.line(range_spec)
         probers = [ws.prober(p, executor, "scan", options.seed) for p in ws.probes(probe_names)]
         with progress.Reporter(err, "scan") as reporter:
@@ -204,7 +204,7 @@ def track(branch: str | None, out_dir: Path | None, wait: bool, probe_names: tup
     the head: exit 1 if a probe fails at the head, else 3 if no probe could judge it."""
     options = execution_settings(**execution)
     with workspace(repo, target) as ws:
-        with track_lock(ws.repo.path, ws.target.name, wait), options.executor() as executor:
+        with track_lock(ws.store, ws.repo.path, ws.target.name, wait), options.executor(ws.config.executor) as executor:
             probers = [ws.prober(p, executor, "track", options.seed) for p in ws.probes(probe_names)]
             with progress.Reporter(err, "track") as reporter:
                 steps = progress.scan_steps(reporter, progress.stored_subjects(ws.store, probers[0].repo_id))

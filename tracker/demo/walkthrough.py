@@ -15,7 +15,7 @@ from tracker.core.errors import UsageError
 from tracker.demo.history import build_demo_history
 from tracker.demo.manifest import DemoManifest, manifest_path, write_manifest
 from tracker.demo.story import Intent, intents, key_commits
-from tracker.execution.executors import LocalExecutor
+from tracker.execution.executors import Executor
 from tracker.targets.revisions import Repo
 from tracker.workspace import Workspace
 
@@ -73,7 +73,7 @@ def first_parent_line(repo: Repo, manifest: DemoManifest) -> list[str]:
 
 
 def run_demo(
-    ws: Workspace, manifest: DemoManifest, executor: LocalExecutor, seed: int | None, console: Console, on_step: StepCallback | None = None
+    ws: Workspace, manifest: DemoManifest, executor: Executor, seed: int | None, console: Console, on_step: StepCallback | None = None
 ) -> DemoResult:
     line = first_parent_line(ws.repo, manifest)
     expected = intents(manifest, line)

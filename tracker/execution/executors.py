@@ -1,4 +1,5 @@
-"""Where jobs run: a pool of local worker processes, one per GPU or CPU slot."""
+"""Where jobs run: the interface every executor offers, and the pool of local worker processes, one
+per GPU or CPU slot (``tracker.execution.ray_executor`` has the one on a Ray cluster)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from tracker.core.errors import UsageError
 from tracker.execution.client import WorkerClient
@@ -21,6 +22,32 @@ KEEP_LOGS = 32
 DEFAULT_TIMEOUT_S = 300.0
 
 
+class Executor(Protocol):
+    """Runs probe jobs somewhere and hands their results back to the one process that stores them."""
+
+    device: str
+    dtype: str
+    timeout_s: float | None
+    makes_snapshots: bool
+    """True: jobs carry a ``Revision`` and are materialised where they run, not by the caller."""
+
+    def __enter__(self) -> Executor: ...
+
+    def __exit__(self, *exc_info: object) -> None: ...
+
+    def case_timeout(self, target_timeout_s: float | None = None) -> float: ...
+
+    def run_iter(self, jobs: Sequence[Job], timeout_s: float | None = None) -> Iterator[tuple[int, JobResult]]: ...
+
+    def run_many(self, jobs: Sequence[Job]) -> list[JobResult]: ...
+
+    def environment(self, env: Mapping[str, str] | None = None) -> EnvironmentInfo: ...
+
+    def predicts_environment(self, env: Mapping[str, str] | None = None) -> bool: ...
+
+    def close(self) -> None: ...
+
+
 class LocalExecutor:
     """W worker processes on this machine, started lazily; each runs one job at a time.
 
@@ -29,6 +56,8 @@ class LocalExecutor:
     An exception or Ctrl-C in ``run_iter`` kills every worker; the executor is closed after that.
     ``timeout_s`` None (no ``--timeout``) lets each target's own timeout stand (``case_timeout``).
     """
+
+    makes_snapshots = False
 
     def __init__(
         self,

@@ -26,6 +26,16 @@ OOM_KILL_SIGNATURE = sigkill_signature("worker")
 
 
 @dataclass(frozen=True)
+class Revision:
+    """What to materialise where a job runs, for an executor that makes its own snapshots
+    (``makes_snapshots``): the repository, reached by this path there, the commit and the paths."""
+
+    repo: str
+    sha: str
+    paths: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Job:
     probe: str
     case_id: str
@@ -43,6 +53,8 @@ class Job:
     """The code hash the parent stores results under; a worker whose probe hashes otherwise refuses the job."""
     timeout_s: float | None = None
     """Set for a probe that keeps its own time (a command): the parent's guard waits a grace longer."""
+    revision: Revision | None = None
+    """Set instead of ``root`` when the executor makes the snapshot where the job runs."""
 
 
 @dataclass(frozen=True)

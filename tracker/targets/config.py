@@ -24,7 +24,9 @@ PYPROJECT = "pyproject.toml"
 DEFAULT_TARGET = "default"
 DEFAULT_PATHS = ("backend",)
 DEFAULT_BRANCH = "main"
-TOP_KEYS = ("db_url", "targets")
+TOP_KEYS = ("db_url", "targets", "executor")
+EXECUTOR_KEYS = ("kind", "ray_address", "gpus_per_actor")
+EXECUTOR_KINDS = ("local", "ray")
 TARGET_KEYS = ("repo", "paths", "probes", "branch", "import_roots", "setup", "env", "timeout", "facts")
 
 
@@ -49,11 +51,22 @@ class Target:
     """What the target declares about its environment; part of the environment fingerprint."""
 
 
+@dataclass(frozen=True)
+class ExecutorConfig:
+    """The ``[executor]`` table: where probe jobs run unless ``--executor`` says otherwise."""
+
+    kind: str = "local"
+    ray_address: str | None = None
+    gpus_per_actor: float | None = None
+    """What each Ray actor asks for: one GPU, or a fraction to share one; None: 1 on cuda, 0 on cpu."""
+
+
 @dataclass
 class Config:
     targets: dict[str, Target]
     db_url: str | None
     source: Path | None = None
+    executor: ExecutorConfig = field(default_factory=ExecutorConfig)
 
     def target(self, name: str | None) -> Target:
         if name is None:
@@ -170,7 +183,24 @@ def _parse(file: Path, table: Mapping[str, Any], prefix: str, repo_override: Pat
         if not isinstance(entry, dict):
             raise UsageError(f"{file}: {key} must be a table; write it as [{key}]")
         parsed[name] = _parse_target(file, key, name, entry, repo_override)
-    return Config(parsed, db_url=db_url, source=file)
+    return Config(parsed, db_url=db_url, source=file, executor=_parse_executor(file, table.get("executor", {}), prefix))
+
+
+def _parse_executor(file: Path, entry: object, prefix: str) -> ExecutorConfig:
+    key = f"{prefix}executor"
+    if not isinstance(entry, dict):
+        raise UsageError(f"{file}: {key} must be a table; write it as [{key}]")
+    _check_keys(file, entry, f"{key}.", EXECUTOR_KEYS)
+    kind = entry.get("kind", "local")
+    if kind not in EXECUTOR_KINDS:
+        raise UsageError(f"{file}: {key}.kind must be one of {', '.join(EXECUTOR_KINDS)}, not {kind!r}")
+    address = entry.get("ray_address")
+    if address is not None and not isinstance(address, str):
+        raise UsageError(f'{file}: {key}.ray_address must be a string such as "auto" or "ray://head:10001"')
+    gpus = entry.get("gpus_per_actor")
+    if gpus is not None and (isinstance(gpus, bool) or not isinstance(gpus, (int, float)) or not 0 <= gpus <= 1):
+        raise UsageError(f"{file}: {key}.gpus_per_actor must be a number from 0 to 1 (a GPU or a share of one)")
+    return ExecutorConfig(kind, address, float(gpus) if gpus is not None else None)
 
 
 def _parse_target(file: Path, key: str, name: str, entry: Mapping[str, Any], repo_override: Path | None) -> Target:

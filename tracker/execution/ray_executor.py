@@ -1,0 +1,325 @@
+"""Jobs on a Ray cluster: one long-lived actor per slot, the driver alone writing results.
+
+Each actor (``num_gpus`` of one GPU or a fraction, one CPU) keeps one probe worker process for its
+life, the same worker ``LocalExecutor`` starts: it imports torch once and loads each revision
+fresh, and tells a crash, a timeout or an out-of-memory kill from a result as it does locally.
+Ray hands each actor its own ``CUDA_VISIBLE_DEVICES``, which the worker inherits.
+
+Snapshots are made where the actor runs: the repository is reached by the same path on every
+node (a shared filesystem), and each actor materialises the job's revision into its node's own
+snapshot cache (``REGTRACK_HOME`` there, or the cache directory this executor is given).
+
+Lost actors. An actor whose process dies while its node lives is replaced, and the case it held
+goes to the replacement once more: one death is the cluster's (a kill, a preemption), not the
+revision's, since a probe that crashes kills the worker under the actor, never the actor. A case
+whose second actor dies too is stored as a crash. An actor whose node is lost is replaced on
+another node and its case retried there, as often as nodes are lost. Only the driver stores
+results, so a retried case is stored exactly once.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from probes import Outcome
+from tracker.core.errors import UsageError
+from tracker.execution.client import WorkerClient
+from tracker.execution.executors import DEFAULT_TIMEOUT_S
+from tracker.execution.protocol import SELF_TIMED_GRACE_S, Job, JobResult
+
+if TYPE_CHECKING:
+    from tracker.core.records import EnvironmentInfo
+
+ACTOR_DEATHS_PER_CASE = 2
+"""An actor dying under a case this many times (on live nodes) makes the case a crash."""
+ACTOR_DIED = "ray actor died running the case, twice"
+START_FAILURES_PER_SLOT = 3
+"""Replacement actors of one slot that may die before their first job before the command stops."""
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where an actor runs, as it sees it."""
+
+    node_id: str
+    pid: int
+    cuda_visible_devices: str | None
+
+
+class SlotActor:
+    """The body of one Ray actor: a probe worker on the actor's node and a snapshot cache there."""
+
+    def __init__(self, log_dir: str | None, cache_root: str | None, env: Mapping[str, str]) -> None:
+        from tracker.targets.snapshots import SnapshotCache
+
+        logs = Path(log_dir) if log_dir else _default_log_dir()
+        self.client = WorkerClient(logs / f"ray-worker-{os.getpid()}.log", env)
+        self.snapshots = SnapshotCache(Path(cache_root) if cache_root else None)
+
+    def placement(self) -> Placement:
+        import ray
+
+        return Placement(ray.get_runtime_context().get_node_id(), os.getpid(), os.environ.get("CUDA_VISIBLE_DEVICES"))
+
+    def environment(self, device: str, env: Mapping[str, str] | None) -> EnvironmentInfo:
+        return self.client.environment(device, env)
+
+    def run(self, job: Job, timeout_s: float) -> JobResult:
+        if job.revision is not None:
+            from tracker.targets.revisions import Repo
+
+            revision = job.revision
+            root = self.snapshots.materialise(Repo(Path(revision.repo)), revision.sha, revision.paths)
+            job = replace(job, root=str(root), revision=None)
+        return self.client.run(job, timeout_s if job.timeout_s is None else job.timeout_s + SELF_TIMED_GRACE_S)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class RayExecutor:
+    """W actors on a Ray cluster (``address``: ``auto``, ``ray://HOST:PORT``, or None for a local
+    one, or whatever ``RAY_ADDRESS`` names), each running one job at a time.
+
+    ``gpus_per_actor`` is what each actor asks Ray for (default 1 on ``cuda``, 0 on ``cpu``). An
+    exception or Ctrl-C in ``run_iter`` kills every actor; the executor is closed after that.
+    """
+
+    makes_snapshots = True
+
+    def __init__(
+        self,
+        device: str = "cpu",
+        dtype: str = "float32",
+        workers: int = 1,
+        timeout_s: float | None = None,
+        address: str | None = None,
+        gpus_per_actor: float | None = None,
+        log_dir: Path | None = None,
+        cache_root: Path | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        if workers < 1:
+            raise UsageError(f"the number of workers must be at least 1, not {workers}")
+        ray = _ray()
+        _ray_messages_to_stderr()
+        if not ray.is_initialized():
+            try:
+                ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+            except ConnectionError as exc:
+                raise UsageError(f"cannot reach the Ray cluster at {address or os.environ.get('RAY_ADDRESS')}: {exc}; "
+                                 "start one with `ray start --head` or pass --ray-address") from None  # fmt: skip
+        self.device, self.dtype, self.timeout_s = device, dtype, timeout_s
+        self.gpus_per_actor = gpus_per_actor if gpus_per_actor is not None else (1.0 if device.startswith("cuda") else 0.0)
+        self._arguments = (str(log_dir) if log_dir else None, str(cache_root) if cache_root else None, dict(env or {}))
+        self._remote = ray.remote(SlotActor).options(num_cpus=1, num_gpus=self.gpus_per_actor, max_restarts=0)
+        self.actors: list[Any] = [self._start() for _ in range(workers)]
+        self._placements: list[Placement | None] = [None] * workers
+        self._expected: EnvironmentInfo | None = None
+        self._checked: set[int] = set()
+        self._start_failures = [0] * workers
+        self._closed = False
+
+    def __enter__(self) -> RayExecutor:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def case_timeout(self, target_timeout_s: float | None = None) -> float:
+        if self.timeout_s is not None:
+            return self.timeout_s
+        return target_timeout_s if target_timeout_s is not None else DEFAULT_TIMEOUT_S
+
+    def placements(self) -> list[Placement]:
+        """Where each slot's actor runs now."""
+        return [self._placement(slot) for slot in range(len(self.actors))]
+
+    def environment(self, env: Mapping[str, str] | None = None) -> EnvironmentInfo:
+        """The stack every actor's worker reports; actors on stacks that differ stop the command."""
+        ray = _ray()
+        asked = {slot: actor.environment.remote(self.device, env) for slot, actor in enumerate(self.actors)}
+        reports = {}
+        for slot, reply in asked.items():
+            try:
+                reports[slot] = _get(reply)
+            except ray.exceptions.RayActorError:
+                reports[slot] = self._environment_of_replacement(slot, env)
+        if len({report.fingerprint for report in reports.values()}) > 1:
+            stacks = "; ".join(sorted({f"{r.host}: torch {r.torch}, python {r.python} ({r.fingerprint})" for r in reports.values()}))
+            raise UsageError(f"the Ray actors run on different stacks ({stacks}); give every node the same environment")
+        self._expected = reports[0]
+        self._checked = set(range(len(self.actors)))
+        return self._expected
+
+    def _environment_of_replacement(self, slot: int, env: Mapping[str, str] | None) -> EnvironmentInfo:
+        ray = _ray()
+        for _ in range(START_FAILURES_PER_SLOT):
+            self._replace(slot)
+            try:
+                return _get(self.actors[slot].environment.remote(self.device, env))
+            except ray.exceptions.RayActorError:
+                continue
+        raise UsageError(f"Ray actors keep dying before their first job ({START_FAILURES_PER_SLOT} in a row); see the Ray logs")
+
+    def predicts_environment(self, env: Mapping[str, str] | None = None) -> bool:
+        return False
+
+    def run_iter(self, jobs: Sequence[Job], timeout_s: float | None = None) -> Iterator[tuple[int, JobResult]]:
+        """Each job's index and result as it finishes; jobs start in order, each on the next free actor."""
+        ray = _ray()
+        limit = timeout_s if timeout_s is not None else self.case_timeout()
+        waiting = deque(range(len(jobs)))
+        deaths = [0] * len(jobs)
+        idle = deque(range(len(self.actors)))
+        running: dict[Any, tuple[int, int]] = {}
+        try:
+            while waiting or running:
+                while idle and waiting:
+                    slot = idle.popleft()
+                    if not self._ready(slot, jobs[waiting[0]].env):
+                        idle.append(slot)
+                        continue
+                    index = waiting.popleft()
+                    running[self.actors[slot].run.remote(jobs[index], limit)] = (slot, index)
+                [done], _ = ray.wait(list(running), num_returns=1)
+                slot, index = running.pop(done)
+                try:
+                    result = _get(done)
+                except ray.exceptions.RayActorError:
+                    node_lost = self._node_lost(slot)
+                    self._replace(slot)
+                    idle.append(slot)
+                    deaths[index] += not node_lost
+                    if deaths[index] < ACTOR_DEATHS_PER_CASE:
+                        waiting.appendleft(index)
+                        continue
+                    result = JobResult(Outcome.CRASH, {}, ACTOR_DIED, "", 0.0)
+                idle.append(slot)
+                yield index, result
+        except BaseException:
+            self.kill()
+            raise
+
+    def run_many(self, jobs: Sequence[Job]) -> list[JobResult]:
+        results = dict(self.run_iter(jobs))
+        return [results[index] for index in range(len(jobs))]
+
+    def kill(self) -> None:
+        """Kill every actor at once (Ctrl-C, an error); the executor cannot be used after."""
+        ray = _ray()
+        self._closed = True
+        for actor in self.actors:
+            ray.kill(actor)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        ray = _ray()
+        try:
+            ray.get([actor.close.remote() for actor in self.actors], timeout=30)
+        except (ray.exceptions.RayError, TimeoutError):
+            pass
+        for actor in self.actors:
+            ray.kill(actor)
+
+    def _start(self) -> Any:
+        return self._remote.remote(*self._arguments)
+
+    def _replace(self, slot: int) -> None:
+        _ray().kill(self.actors[slot])
+        self.actors[slot] = self._start()
+        self._placements[slot] = None
+        self._checked.discard(slot)
+
+    def _placement(self, slot: int) -> Placement:
+        if self._placements[slot] is None:
+            self._placements[slot] = _ray().get(self.actors[slot].placement.remote())
+        placement = self._placements[slot]
+        assert placement is not None
+        return placement
+
+    def _node_lost(self, slot: int) -> bool:
+        """Whether the node the dead actor of ``slot`` ran on is gone (unknown placement: not lost)."""
+        placement = self._placements[slot]
+        if placement is None:
+            return False
+        alive = {node["NodeID"] for node in _ray().nodes() if node.get("Alive")}
+        return placement.node_id not in alive
+
+    def _ready(self, slot: int, env: Mapping[str, str]) -> bool:
+        """Whether the actor of ``slot`` is alive and checked; a dead one is replaced (False), up to
+        ``START_FAILURES_PER_SLOT`` times in a row."""
+        ray = _ray()
+        try:
+            self._check_environment(slot, env)
+        except ray.exceptions.RayActorError as exc:
+            self._start_failures[slot] += 1
+            if self._start_failures[slot] >= START_FAILURES_PER_SLOT:
+                raise UsageError(f"Ray actors keep dying before their first job ({exc}); see the Ray logs") from None
+            self._replace(slot)
+            return False
+        self._start_failures[slot] = 0
+        return True
+
+    def _check_environment(self, slot: int, env: Mapping[str, str]) -> None:
+        """A new actor reports its stack before its first job; one unlike the stack results are
+        stored under stops the command. Its placement is learnt too, to tell a lost node later."""
+        self._placement(slot)
+        if self._expected is None or slot in self._checked:
+            return
+        reported = _get(self.actors[slot].environment.remote(self.device, env))
+        if reported.fingerprint != self._expected.fingerprint:
+            raise UsageError(
+                f"a Ray actor on {reported.host} reports another environment ({reported.fingerprint}) than the one "
+                f"results are stored under ({self._expected.fingerprint}); give every node the same environment"
+            )
+        self._checked.add(slot)
+
+
+def _get(ref: Any) -> Any:
+    """``ray.get``, re-raising a ``UsageError`` the actor raised as itself (one line for the user)."""
+    ray = _ray()
+    try:
+        return ray.get(ref)
+    except ray.exceptions.RayTaskError as exc:
+        if isinstance(exc.cause, UsageError):
+            raise exc.cause from None
+        raise
+
+
+def _ray_messages_to_stderr() -> None:
+    """Send what Ray's driver thread prints about the cluster (an actor that died, which this
+    executor handles) to stderr: Ray prints it to stdout, where it would break ``--json``, and has
+    no setting to move it. Ray looks the printer up as a module global on every message."""
+    import ray._private.worker as ray_worker
+
+    printer = ray_worker.print_to_stdstream
+    if getattr(printer, "regtrack_stderr", False):
+        return
+
+    def to_stderr(data: dict[str, Any], ignore_prefix: bool) -> None:
+        printer({**data, "is_err": True}, ignore_prefix)
+
+    to_stderr.regtrack_stderr = True  # type: ignore[attr-defined]
+    ray_worker.print_to_stdstream = to_stderr
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise UsageError("the Ray executor needs Ray; install it with pip install 'regtrack[ray]'") from None
+    return ray
+
+
+def _default_log_dir() -> Path:
+    from db.paths import cache_dir
+
+    return cache_dir() / "logs"
