@@ -1,8 +1,11 @@
 """The database connection: URLs, SQLite's settings (WAL, a busy timeout, writers that take the
-lock up front), migrations, and the errors a user can mend turned into one line.
+lock up front), PostgreSQL's, migrations, and the errors a user can mend turned into one line.
 
-Every store method runs in its own transaction; on SQLite, writers take the lock up front
-(``BEGIN IMMEDIATE``) so that a busy database waits, then fails whole, never half-written.
+Every store method runs in its own transaction, and writers take one at a time: on SQLite by
+taking the lock up front (``BEGIN IMMEDIATE``), so that a busy database waits, then fails whole,
+never half-written; on PostgreSQL by taking a transaction-level advisory lock as their first
+statement. Each writer therefore sees every write committed before it, and the store's
+look-up-then-insert methods (a commit, a tree, an environment) need no retry loop on either.
 """
 
 from __future__ import annotations
@@ -52,6 +55,30 @@ class Database:
 
     def close(self) -> None:
         self._engine.dispose()
+
+    @property
+    def shared(self) -> bool:
+        """A server several hosts may write to (PostgreSQL), not a file of this host."""
+        return self._engine.dialect.name == "postgresql"
+
+    @contextmanager
+    def advisory_lock(self, key: int, wait: bool) -> Iterator[bool]:
+        """Hold PostgreSQL's session-level advisory lock ``key`` on a connection of its own for the
+        block; yields False (and holds nothing) when ``wait`` is False and another session has it.
+        The server releases it if this process dies."""
+        with translated(self.where), self._engine.connect() as connection:
+            if wait:
+                connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": key})
+                held = True
+            else:
+                held = bool(connection.execute(text("SELECT pg_try_advisory_lock(:key)"), {"key": key}).scalar())
+            connection.commit()
+            try:
+                yield held
+            finally:
+                if held:
+                    connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": key})
+                    connection.commit()
 
     def __enter__(self: D) -> D:
         return self
@@ -127,6 +154,8 @@ def _connect(url: str, busy_timeout_ms: int) -> tuple[Engine, str]:
         ) from None
     if parsed.get_backend_name() == "sqlite":
         _configure_sqlite(engine, busy_timeout_ms)
+    elif parsed.get_backend_name() == "postgresql":
+        _configure_postgresql(engine)
     return engine, where
 
 
@@ -193,6 +222,20 @@ def _configure_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
     def on_begin(connection: Connection) -> None:
         write = connection.get_execution_options().get("regtrack_write", False)
         connection.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+WRITER_LOCK = 0x72656774
+"""The PostgreSQL advisory lock key every writing transaction holds ("regt")."""
+
+
+def _configure_postgresql(engine: Engine) -> None:
+    """Writers one at a time, as on SQLite: a writing transaction's first statement waits for the
+    advisory lock, which PostgreSQL releases when the transaction ends."""
+
+    @event.listens_for(engine, "begin")
+    def on_begin(connection: Connection) -> None:
+        if connection.get_execution_options().get("regtrack_write", False):
+            connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({WRITER_LOCK})")
 
 
 def _switch_to_wal(cursor: Any, busy_timeout_ms: int) -> None:

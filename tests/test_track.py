@@ -13,6 +13,7 @@ from click.testing import CliRunner, Result
 from gitrepo import git
 
 from db.paths import data_dir
+from db.store import Store
 from probes.api import Outcome
 from tracker.cli.app import main
 from tracker.core.records import CommitInfo
@@ -146,7 +147,7 @@ def test_a_head_that_no_probe_can_judge_exits_3_with_every_case_skipped(tracked:
 
 def test_a_second_concurrent_track_exits_with_a_clear_message(tracked: tuple[Path, DemoManifest], tmp_path: Path) -> None:
     repo, _ = tracked
-    with track_lock(repo, "default", wait=False):
+    with Store.open() as store, track_lock(store, repo, "default", wait=False):
         blocked = track(repo, tmp_path / "reports")
     assert blocked.exit_code == 2
     assert "another `regtrack track` is running" in blocked.stderr and "--wait" in blocked.stderr

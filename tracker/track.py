@@ -5,7 +5,8 @@ the branch head as its baseline), finds and pins down every transition among the
 stores the transitions, and judges every probe at the tracked head: failing (since which
 regression, when known), untestable, or passing. ``tracker.report.ci`` writes JUnit XML, a
 markdown summary and JSON from the result. One job at a time per repository and target: a lock
-file in the data directory.
+file in the data directory, or, when the store is PostgreSQL (shared by several hosts), an
+advisory lock of the database.
 
 What the job is asked about is the tracked head: its exit status (``TrackResult.exit_status``) is
 1 when a probe fails there (or flakes), else 3 when no probe could judge it, else 0. Untestable
@@ -24,11 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from db.engine import Database
 from db.paths import data_dir
 from tracker.core.errors import UsageError
 from tracker.core.records import CommitInfo, TransitionRecord
 from tracker.core.verdicts import Verdict
-from tracker.execution.executors import LocalExecutor
+from tracker.execution.executors import Executor
 from tracker.measure import Measurement, Prober
 from tracker.report.ci import ExitStatus, exit_status
 from tracker.scan import Progress, Scanner, ScanReport, ScanTransition, state_of
@@ -125,22 +127,27 @@ class TrackResult:
 
 
 @contextmanager
-def track_lock(repo_path: Path, target: str, wait: bool) -> Iterator[None]:
+def track_lock(store: Database, repo_path: Path, target: str, wait: bool) -> Iterator[None]:
     key = hashlib.sha256(f"{repo_path.resolve()}\0{target}".encode()).hexdigest()[:16]
+    busy = f"another `regtrack track` is running for {repo_path}"
+    if store.shared:
+        with store.advisory_lock(int(key[:15], 16), wait) as held:
+            if not held:
+                raise UsageError(f"{busy} (on another host or here; lock {key} of {store.where}); pass --wait to queue behind it")
+            yield
+        return
     path = data_dir() / "locks" / f"track-{key}.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except BlockingIOError:
-            raise UsageError(
-                f"another `regtrack track` is running for {repo_path} (lock {path}); pass --wait to queue behind it"
-            ) from None
+            raise UsageError(f"{busy} (lock {path}); pass --wait to queue behind it") from None
         yield
 
 
 def run_track(
-    ws: Workspace, branch: str, executor: LocalExecutor, seed: int | None, probers: list[Prober], progress: Progress | None = None
+    ws: Workspace, branch: str, executor: Executor, seed: int | None, probers: list[Prober], progress: Progress | None = None
 ) -> TrackResult:
     repo_id = probers[0].repo_id
     head = ws.repo.head_of(branch)
