@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 ACTOR_DEATHS_PER_CASE = 2
 """An actor dying under a case this many times (on live nodes) makes the case a crash."""
 ACTOR_DIED = "ray actor died running the case, twice"
+ACTOR_START_TIMEOUT_S = 300.0
+"""How long a new actor may wait for a node with room for it before the command stops."""
 START_FAILURES_PER_SLOT = 3
 """Replacement actors of one slot that may die before their first job before the command stops."""
 
@@ -240,7 +242,14 @@ class RayExecutor:
 
     def _placement(self, slot: int) -> Placement:
         if self._placements[slot] is None:
-            self._placements[slot] = _ray().get(self.actors[slot].placement.remote())
+            ray = _ray()
+            try:
+                self._placements[slot] = ray.get(self.actors[slot].placement.remote(), timeout=ACTOR_START_TIMEOUT_S)
+            except ray.exceptions.GetTimeoutError:
+                raise UsageError(
+                    f"no Ray node took an actor (1 CPU, {self.gpus_per_actor:g} GPU) within {ACTOR_START_TIMEOUT_S:g}s; "
+                    "add nodes or ask for fewer --workers"
+                ) from None
         placement = self._placements[slot]
         assert placement is not None
         return placement
