@@ -23,9 +23,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from db.engine import Database
 from db.paths import data_dir
 from tracker.core.errors import UsageError
 from tracker.core.records import CommitInfo, TransitionRecord
@@ -36,6 +35,9 @@ from tracker.report.ci import ExitStatus, exit_status
 from tracker.scan import Progress, Scanner, ScanReport, ScanTransition, state_of
 from tracker.search.transitions import Kind, State
 from tracker.workspace import Workspace
+
+if TYPE_CHECKING:
+    from db.engine import Database
 
 
 @dataclass(frozen=True)
