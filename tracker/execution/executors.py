@@ -77,7 +77,7 @@ class LocalExecutor:
         self._predicted: EnvironmentInfo | None = None
         self._confirmed: set[int] = set()
         """The slots whose worker reported the predicted environment."""
-        log_dir = log_dir or _default_log_dir()
+        log_dir = log_dir or default_log_dir()
         _prune_logs(log_dir, KEEP_LOGS)
         gpus = _visible_gpus() if device == "cuda" else []
         self.clients = [
@@ -101,10 +101,7 @@ class LocalExecutor:
         return Job(probe, case_id, str(root), self.device, self.dtype, seed)
 
     def case_timeout(self, target_timeout_s: float | None = None) -> float:
-        """Seconds one case may take: ``--timeout`` when given, else the target's, else the default."""
-        if self.timeout_s is not None:
-            return self.timeout_s
-        return target_timeout_s if target_timeout_s is not None else DEFAULT_TIMEOUT_S
+        return case_timeout(self.timeout_s, target_timeout_s)
 
     def run_iter(self, jobs: Sequence[Job], timeout_s: float | None = None) -> Iterator[tuple[int, JobResult]]:
         """Each job's index and result as soon as it finishes; jobs start in order, each on the
@@ -202,7 +199,14 @@ def _visible_gpus() -> list[str]:
     return [str(i) for i, line in enumerate(listing.splitlines()) if line.startswith("GPU ")]
 
 
-def _default_log_dir() -> Path:
+def case_timeout(given_s: float | None, target_timeout_s: float | None) -> float:
+    """Seconds one case may take: ``--timeout`` when given, else the target's, else the default."""
+    if given_s is not None:
+        return given_s
+    return target_timeout_s if target_timeout_s is not None else DEFAULT_TIMEOUT_S
+
+
+def default_log_dir() -> Path:
     from db.paths import cache_dir
 
     return cache_dir() / "logs"

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from probes import Outcome
 from tracker.core.errors import UsageError
 from tracker.execution.client import WorkerClient
-from tracker.execution.executors import DEFAULT_TIMEOUT_S
+from tracker.execution.executors import case_timeout, default_log_dir
 from tracker.execution.protocol import SELF_TIMED_GRACE_S, Job, JobResult
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ class SlotActor:
     def __init__(self, log_dir: str | None, cache_root: str | None, env: Mapping[str, str]) -> None:
         from tracker.targets.snapshots import SnapshotCache
 
-        logs = Path(log_dir) if log_dir else _default_log_dir()
+        logs = Path(log_dir) if log_dir else default_log_dir()
         self.client = WorkerClient(logs / f"ray-worker-{os.getpid()}.log", env)
         self.snapshots = SnapshotCache(Path(cache_root) if cache_root else None)
 
@@ -134,9 +134,7 @@ class RayExecutor:
         self.close()
 
     def case_timeout(self, target_timeout_s: float | None = None) -> float:
-        if self.timeout_s is not None:
-            return self.timeout_s
-        return target_timeout_s if target_timeout_s is not None else DEFAULT_TIMEOUT_S
+        return case_timeout(self.timeout_s, target_timeout_s)
 
     def placements(self) -> list[Placement]:
         """Where each slot's actor runs now."""
@@ -326,9 +324,3 @@ def _ray() -> Any:
     except ImportError:
         raise UsageError("the Ray executor needs Ray; install it with pip install 'regtrack[ray]'") from None
     return ray
-
-
-def _default_log_dir() -> Path:
-    from db.paths import cache_dir
-
-    return cache_dir() / "logs"
