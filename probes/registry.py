@@ -36,7 +36,7 @@ def register(probe: Probe) -> Probe:
 
 def get_probe(name: str) -> Probe:
     """The probe registered as ``name``. Only what it takes to find it is imported: the built-ins
-    (and torch with them) for a built-in name, else the modules of ``$REGTRACK_PROBE_MODULES``,
+    for a built-in name, else the modules of ``$REGTRACK_PROBE_MODULES``,
     the entry point of that name, or else every entry point that names a module."""
     if name not in _PROBES:
         _find(name)

@@ -119,3 +119,12 @@ def page_table_difference(name: str, table: torch.Tensor, expected_rows: list[to
     if wrong_last_only:
         return f"{name} stale in last page"
     return None
+
+
+def swa_table_difference(label: str, swa_page_table: torch.Tensor, firsts: list[int], rows: list[torch.Tensor]) -> str | None:
+    table = swa_page_table.cpu().long()
+    shifted = torch.zeros(table.shape, dtype=torch.long)
+    for b, first in enumerate(firsts):
+        width = table.shape[1] - first
+        shifted[b, :width] = table[b, first:]
+    return page_table_difference(f"{label} swa_page_table", shifted, rows)

@@ -9,9 +9,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from probes.api import Case, Outcome, Probe, ProbeContext, ProbeResult
-from probes.demo_backend.checks import attention_metrics, attention_verdict, metadata_differences, tolerance_for
 from probes.registry import register
-from probes.demo_backend.scenario import expected_page_rows, make_scenario
 
 MAX_SEQ_LEN = 400
 
@@ -23,6 +21,8 @@ CASES = (
 
 
 def check(ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
+    from probes.demo_backend.checks import attention_metrics, attention_verdict, metadata_differences, tolerance_for
+    from probes.demo_backend.scenario import expected_page_rows, make_scenario
     bk = ctx.import_package("backend")
     bs = params["bs"]
     scn = make_scenario(bk, ctx, page_size=params["page"])

@@ -106,3 +106,11 @@ def expected_page_rows(pool: Any, req_pool_indices: torch.Tensor, kv_lens: list[
         slots = pool.req_to_token[req, :kv_len:page].long().cpu()
         rows.append(slots // page)
     return rows
+
+
+def window_page_rows(pool: Any, req_pool_indices: torch.Tensor, kv_lens: list[int], window: int) -> tuple[list[int], list[torch.Tensor]]:
+    """First window page and the expected SWA page ids from it to the last page, per request."""
+    full_rows = expected_page_rows(pool, req_pool_indices, kv_lens)
+    firsts = [max(0, kv_len - window) // pool.page_size for kv_len in kv_lens]
+    mapping = pool.full_to_swa_page.cpu().long()
+    return firsts, [mapping[row[first:]] for row, first in zip(full_rows, firsts)]

@@ -10,9 +10,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from probes.api import Case, Probe, ProbeContext, ProbeResult
-from probes.demo_backend.checks import attention_metrics, attention_signature, attention_verdict, tolerance_for
 from probes.registry import register
-from probes.demo_backend.scenario import make_scenario
 
 PREFIXES = {
     4: [[10, 37, 3, 100], [200, 1, 64, 15]],
@@ -38,6 +36,8 @@ CASES = (
 
 
 def check(ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
+    from probes.demo_backend.checks import attention_metrics, attention_signature, attention_verdict, tolerance_for
+    from probes.demo_backend.scenario import make_scenario
     bk = ctx.import_package("backend")
     T, bs = params["tokens_per_req"], params["bs"]
     scn = make_scenario(

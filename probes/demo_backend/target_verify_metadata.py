@@ -12,9 +12,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from probes.api import Case, Outcome, Probe, ProbeContext, ProbeResult
-from probes.demo_backend.checks import metadata_differences
 from probes.registry import register
-from probes.demo_backend.scenario import expected_page_rows, make_scenario
 
 REPLAYS = {
     4: [[10, 37, 3, 100], [200, 1, 64, 15], [33, 34, 35, 36]],
@@ -42,6 +40,8 @@ CASES = (
 
 
 def check(ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
+    from probes.demo_backend.checks import metadata_differences
+    from probes.demo_backend.scenario import expected_page_rows, make_scenario
     bk = ctx.import_package("backend")
     T, bs = params["tokens_per_req"], params["bs"]
     scn = make_scenario(bk, ctx, page_size=params["page"], draft_tokens=params["draft_tokens"])
