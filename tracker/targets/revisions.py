@@ -120,11 +120,11 @@ class Repo:
                 f"good {good_sha} is not on the first-parent line of bad {bad_sha} (it came in through merge "
                 f"{merged_by}); pick a good commit on that line, such as {merged_by}^1"
             )
-        return [line.split(maxsplit=1)[0] for line in lines]
+        return self._listed([line.split(maxsplit=1)[0] for line in lines])
 
     def first_parent_history(self, rev: str) -> list[str]:
         """Every commit on ``rev``'s first-parent line, oldest first."""
-        return self._run("rev-list", "--first-parent", "--reverse", self.resolve(rev)).split()
+        return self._listed(self._run("rev-list", "--first-parent", "--reverse", self.resolve(rev)).split())
 
     def line(self, spec: str) -> list[str]:
         """``A..B``: A and the first-parent commits after it up to B; ``B``: B's whole first-parent line."""
@@ -201,6 +201,11 @@ class Repo:
         if not diff:
             return None
         return self._run_raw("patch-id", "--stable", stdin=diff).decode().split()[0]
+
+    def _listed(self, shas: list[str]) -> list[str]:
+        """Commits git listed (full SHAs of commits, by construction): known without asking again."""
+        self._commits.update(shas)
+        return shas
 
     def _verify_commits(self, revs: Iterable[str]) -> dict[str, str]:
         """Each revision's full commit SHA; an unknown one is a UsageError."""
