@@ -24,6 +24,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, IntegrityError
 from sqlalchemy.orm import Session
 
+from db.chunks import chunked, portable_limits
 from db.models import BisectSession, Commit, Environment, ProbeVersion, Repository, Run
 from db.paths import default_db_url
 from db.revision import head_revision
@@ -121,12 +122,11 @@ def added(session: Session, row: Repository | Environment | ProbeVersion | Run |
     return row.id
 
 
-def in_chunks(session: Session, values: Sequence[K], query_of: Callable[[Sequence[K]], Any], chunk: int = 500) -> dict[K, Any]:
-    """The (key, value) rows of ``query_of`` over ``values``, a chunk at a time: SQLite bounds the
-    parameters of one statement."""
+def in_chunks(session: Session, values: Sequence[K], query_of: Callable[[Sequence[K]], Any]) -> dict[K, Any]:
+    """The (key, value) rows of ``query_of`` over ``values``, a chunk at a time (``db.chunks``)."""
     found: dict[K, Any] = {}
-    for start in range(0, len(values), chunk):
-        found.update(session.execute(query_of(values[start : start + chunk])).all())
+    for chunk in chunked(values):
+        found.update(session.execute(query_of(chunk)).all())
     return found
 
 
@@ -212,6 +212,7 @@ def _configure_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
     @event.listens_for(engine, "connect")
     def on_connect(dbapi_connection: Any, _record: object) -> None:
         dbapi_connection.isolation_level = None
+        portable_limits(dbapi_connection)
         cursor = dbapi_connection.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
         cursor.execute("PRAGMA foreign_keys = ON")

@@ -16,6 +16,7 @@ from sqlalchemy import ColumnElement, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from db.chunks import chunked, keyed_filter, newest_first
 from db.engine import added, commit_id_of, in_chunks, now, record_of
 from db.input_store import InputStore
 from db.models import (
@@ -207,8 +208,9 @@ class Store(SessionStore, InputStore):
         limit: int | None = None,
         trees: list[str] | None = None,
     ) -> list[RunRow]:
-        """Stored runs, newest first, filtered by repository, probe name, commits, outcome and
-        target trees (a run at one commit holds for every commit with its tree)."""
+        """Stored runs, newest first, filtered by repository, probe name, outcome, and commits or
+        target trees (a run at one commit holds for every commit with its tree); the commits or
+        trees are bound a chunk at a time, so a range of any length can be asked about."""
         query = (
             select(Run, Commit, ProbeVersion, Environment)
             .join(Commit, Run.commit_id == Commit.id)
@@ -221,14 +223,13 @@ class Store(SessionStore, InputStore):
             query = query.where(Commit.repository_id == repo_id)
         if probe is not None:
             query = query.where(ProbeVersion.name == probe)
-        if shas is not None:
-            query = query.where(Commit.sha.in_(shas))
         if outcome is not None:
             query = query.where(Run.outcome == Outcome(outcome).value)
-        if trees is not None:
-            query = query.where(Run.tree_hash.in_(trees))
+        name, keys = keyed_filter(shas, trees)
+        column = {"sha": Commit.sha, "tree_hash": Run.tree_hash}.get(name)
+        queries = [query] if column is None or keys is None else [query.where(column.in_(chunk)) for chunk in chunked(keys)]
         with self._reading() as session:
-            return [
+            found = [
                 RunRow(
                     **_stored_fields(run, commit.sha),
                     probe_name=probe_row.name,
@@ -239,8 +240,10 @@ class Store(SessionStore, InputStore):
                     gpu_name=env.gpu_name,
                     detail=run.detail,
                 )
-                for run, commit, probe_row, env in session.execute(query)
+                for chunk_query in queries
+                for run, commit, probe_row, env in session.execute(chunk_query)
             ]
+        return newest_first(found, limit)
 
     def commit(self, repo_id: int, sha: str) -> CommitInfo | None:
         with self._reading() as session:
