@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
 
+from db.chunks import chunked, keyed_filter, newest_first, portable_limits
 from db.paths import default_db_url
 from db.revision import head_revision
 from tracker.core.records import (
@@ -29,11 +30,13 @@ from tracker.core.records import (
     EnvironmentInfo,
     InputRun,
     RunRecord,
+    RunRow,
     SessionStatus,
     StaleOwner,
     StepRow,
     StepVerdict,
     StoredRun,
+    TransitionRecord,
 )
 from tracker.core.verdicts import Outcome
 
@@ -44,8 +47,6 @@ AnyStore: TypeAlias = "Store | ReadOnlyStore"
 """What measuring and bisecting read results from."""
 
 SQLITE_URL = "sqlite:///"
-CHUNK = 500
-"""Values bound in one ``IN (...)``: SQLite bounds the parameters of one statement."""
 
 RUN_COLUMNS = (
     "runs.id, commits.sha, runs.tree_hash, runs.case_id, runs.settings_key, runs.outcome, runs.metrics, "
@@ -71,6 +72,7 @@ class ReadOnlyStore:
             raise NotStored(f"no SQLite file at {url}")
         try:
             connection = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=0.1)
+            portable_limits(connection)
             store = cls(connection, str(path))
             stored = store._rows("SELECT version_num FROM alembic_version")
         except sqlite3.Error as error:
@@ -136,7 +138,7 @@ class ReadOnlyStore:
         values: list[Any] = [tree_hash, probe_id, environment_id]
         if settings_keys is not None:
             keys = sorted(set(settings_keys))
-            query += f" AND runs.settings_key IN ({', '.join('?' * len(keys))})"
+            query += f" AND runs.settings_key IN ({_marks(keys)})"
             values += keys
         return [_stored_run(row) for row in self._rows(query + " ORDER BY runs.id", *values)]
 
@@ -155,7 +157,7 @@ class ReadOnlyStore:
         keys = sorted(set(settings_keys))
         query = (
             "SELECT tree_hash, case_id, settings_key, attempt, input_set_id, started_at FROM runs "
-            f"WHERE probe_id = ? AND environment_id = ? AND input_set_id IS NOT NULL AND settings_key IN ({', '.join('?' * len(keys))})"
+            f"WHERE probe_id = ? AND environment_id = ? AND input_set_id IS NOT NULL AND settings_key IN ({_marks(keys)})"
         )
         rows = self._rows(query, probe_id, environment_id, *keys)
         return [InputRun(tree, case, key, attempt, input_set, _utc(started)) for tree, case, key, attempt, input_set, started in rows]
@@ -164,6 +166,56 @@ class ReadOnlyStore:
         """As ``Store.input_sets``."""
         rows = self._in_chunks("SELECT id, entries FROM input_sets WHERE id IN ({})", sorted(set(ids)))
         return {int(key): tuple((kind_path, state) for kind_path, state in json.loads(entries)) for key, entries in rows.items()}
+
+    # -- questions about the history (``regtrack history``, ``show``, ``regressions``) ------------
+
+    def runs(
+        self,
+        repo_id: int | None = None,
+        probe: str | None = None,
+        shas: list[str] | None = None,
+        outcome: Outcome | str | None = None,
+        limit: int | None = None,
+        trees: list[str] | None = None,
+    ) -> list[RunRow]:
+        """As ``Store.runs``."""
+        query = (
+            f"SELECT {RUN_COLUMNS}, probe_versions.name, probe_versions.version, commits.subject, commits.pr_number, "
+            "environments.fingerprint, environments.gpu_name, runs.detail FROM runs "
+            "JOIN commits ON runs.commit_id = commits.id JOIN probe_versions ON runs.probe_id = probe_versions.id "
+            "JOIN environments ON runs.environment_id = environments.id WHERE 1 = 1"
+        )
+        values: list[Any] = []
+        for condition, value in (("commits.repository_id", repo_id), ("probe_versions.name", probe), ("runs.outcome", outcome and Outcome(outcome).value)):
+            if value is not None:
+                query += f" AND {condition} = ?"
+                values.append(value)
+        name, keys = keyed_filter(shas, trees)
+        order = " ORDER BY runs.id DESC" + (f" LIMIT {int(limit)}" if limit is not None else "")
+        if keys is None:
+            rows = self._rows(query + order, *values)
+        else:
+            column = {"sha": "commits.sha", "tree_hash": "runs.tree_hash"}[name]
+            rows = [row for chunk in chunked(keys) for row in self._rows(f"{query} AND {column} IN ({_marks(chunk)}){order}", *values, *chunk)]
+        return newest_first([_run_row(row) for row in rows], limit)
+
+    def transitions(self, repo_id: int, target: str | None = None, probe: str | None = None) -> list[TransitionRecord]:
+        """As ``Store.transitions``."""
+        query = (
+            "SELECT probe, sha, kind, pairs_with, pair_kind, candidates, authored_at, trigger, found_at FROM transitions "
+            "WHERE repository_id = ?"
+        )
+        values: list[Any] = [repo_id]
+        for condition, value in (("target", target), ("probe", probe)):
+            if value is not None:
+                query += f" AND {condition} = ?"
+                values.append(value)
+        return [
+            TransitionRecord(probe_name, sha, kind, pairs_with, pair_kind, tuple(json.loads(candidates)), _utc(authored), trigger, _utc(found))
+            for probe_name, sha, kind, pairs_with, pair_kind, candidates, authored, trigger, found in self._rows(
+                query + " ORDER BY authored_at, id", *values
+            )
+        ]
 
     # -- what needs the full store ----------------------------------------------------------------
 
@@ -231,9 +283,8 @@ class ReadOnlyStore:
     def _in_chunks(self, query: str, keys: Sequence[Any], *values: Any) -> dict[Any, Any]:
         """The (key, value) rows of ``query`` (one ``IN ({})`` for the keys, after ``values``), a chunk at a time."""
         found: dict[Any, Any] = {}
-        for start in range(0, len(keys), CHUNK):
-            chunk = keys[start : start + CHUNK]
-            found.update(self._rows(query.format(", ".join("?" * len(chunk))), *values, *chunk))
+        for chunk in chunked(keys):
+            found.update(self._rows(query.format(_marks(chunk)), *values, *chunk))
         return found
 
     @contextmanager
@@ -258,6 +309,16 @@ def _stored_run(row: tuple[Any, ...]) -> StoredRun:
         run_id, sha, tree, case, key, Outcome(outcome), json.loads(metrics), signature, duration, _utc(started),
         attempt, seed, trigger, session,
     )  # fmt: skip
+
+
+def _run_row(row: tuple[Any, ...]) -> RunRow:
+    probe_name, probe_version, subject, pr_number, fingerprint, gpu_name, detail = row[-7:]
+    return RunRow(**vars(_stored_run(row[:-7])), probe_name=probe_name, probe_version=probe_version, subject=subject,
+                  pr_number=pr_number, fingerprint=fingerprint, gpu_name=gpu_name, detail=detail)  # fmt: skip
+
+
+def _marks(values: Sequence[Any]) -> str:
+    return ", ".join("?" * len(values))
 
 
 def _utc(stored: str) -> datetime:

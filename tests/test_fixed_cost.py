@@ -169,3 +169,29 @@ def test_the_answer_from_the_store_is_the_answer_the_full_store_gives(
     assert again.executions == 0 and answer.report.executions == 0
     assert comparable(answer.report) == comparable(again)
     assert len(answer.steps) == len(again.steps)
+
+
+def test_queries_read_the_store_without_sqlalchemy(repo: GitRepo, tmp_path: Path) -> None:
+    cli(tmp_path, "bisect", "--repo", str(repo.path), "--command", "sh check.sh", "--good", "HEAD~7", "--bad", "HEAD")
+    quick = {"code": 0, "torch": False, "alembic": False, "git": False, "sqlalchemy": False}
+    for query in (("history",), ("history", "--range", "HEAD~7..HEAD"), ("show", "HEAD"), ("regressions",)):
+        assert cli(tmp_path, *query, "--repo", str(repo.path)) == quick, query
+
+
+def test_a_query_of_a_repository_never_recorded_falls_back_to_the_full_store(repo: GitRepo, tmp_path: Path) -> None:
+    cli(tmp_path, "bisect", "--repo", str(repo.path), "--command", "sh check.sh", "--good", "HEAD~7", "--bad", "HEAD")
+    other = GitRepo(tmp_path / "other")
+    other.commit("Only commit", {"a.txt": "a\n"})
+    imported, out, _ = cli_output(tmp_path, "history", "--repo", str(other.path), "--json")
+    assert (imported["code"], imported["sqlalchemy"], json.loads(out)) == (0, True, [])
+
+
+def test_the_built_in_probes_are_resolved_without_torch() -> None:
+    """What a command that finds every result stored learns of a probe (name, version, code, cases)."""
+    code = (
+        "import sys; from probes.registry import get_probe; "
+        "probes = [get_probe(n) for n in ('target_verify_metadata', 'target_verify_attention', 'decode_graph_replay', 'swa_page_table')]; "
+        "[p.code_hash for p in probes]; print('torch' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)})
+    assert done.stdout.strip() == "False"

@@ -95,3 +95,16 @@ def test_only_the_demo_probes_import_the_demo_backend() -> None:
 def test_no_module_over_400_lines(module: str) -> None:
     lines = len(modules()[module].read_text().splitlines())
     assert lines <= MAX_LINES, f"{module} has {lines} lines"
+
+
+def test_every_command_is_listed_with_the_module_that_defines_it() -> None:
+    """The CLI imports a command's module only when that command is asked for (``COMMAND_MODULES``):
+    a command missing from the list would be unreachable."""
+    import importlib
+
+    from tracker.cli.app import COMMAND_MODULES, main
+
+    for module in set(COMMAND_MODULES.values()):
+        importlib.import_module(f"tracker.cli.{module}")
+    defined = {name: command.callback.__module__ for name, command in main.commands.items()}  # type: ignore[union-attr]
+    assert defined == {name: f"tracker.cli.{module}" for name, module in COMMAND_MODULES.items()}

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from db.readonly import NotStored, ReadOnlyStore
 from db.store import Store
-from tracker.core.records import CaseKey, CommitInfo, EnvironmentInfo, RunRecord
+from tracker.core.records import CaseKey, CommitInfo, EnvironmentInfo, RunRecord, TransitionRecord
 from tracker.core.verdicts import Outcome
 
 T0 = datetime(2026, 6, 1, 8, 30, 15, 250000, tzinfo=timezone.utc)
@@ -90,6 +90,49 @@ def test_every_read_of_a_bisect_answers_as_the_full_store_does(tmp_path_factory:
                     assert quick.runs_for_tree(tree, probe_id, env_id, keys) == full.runs_for_tree(tree, probe_id, env_id, keys)
             assert sorted(quick.attempt_outcomes("probe", env_id, "float32")) == sorted(full.attempt_outcomes("probe", env_id, "float32"))
             assert quick.attempt_outcomes("probe", env_id, "bfloat16") == []
+
+
+HISTORY_QUESTIONS = (
+    {},
+    {"probe": "probe"},
+    {"probe": "another probe"},
+    {"outcome": Outcome.FAIL},
+    {"outcome": "pass", "limit": 2},
+    {"limit": 1},
+    {"shas": "first three"},
+    {"shas": "none"},
+    {"trees": ["tree-b", "tree-c"], "limit": 3},
+    {"trees": []},
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(runs=run_rows)
+def test_every_read_of_a_query_answers_as_the_full_store_does(tmp_path_factory: pytest.TempPathFactory, runs: list) -> None:
+    """history, show and regressions read runs and transitions through the read-only store."""
+    folder = tmp_path_factory.mktemp("store")
+    url = f"sqlite:///{folder / 'regtrack.db'}"
+    with Store.open(url) as full:
+        repo_id, _, _, shas = seed(full, folder, runs)
+        full.record_transitions(repo_id, "target", [
+            TransitionRecord("probe", shas[3], "regression", None, None, (shas[2], shas[3]), T0 + timedelta(hours=3), "scan"),
+            TransitionRecord("probe", shas[1], "fix", shas[0], "reverts", (), T0 + timedelta(hours=1), "track"),
+            TransitionRecord("other", shas[4], "regression", None, None, (), T0 + timedelta(hours=4), "scan"),
+        ])  # fmt: skip
+        with ReadOnlyStore.open(url) as quick:
+            for question in HISTORY_QUESTIONS:
+                asked = {**question, "shas": {"first three": shas[:3], "none": []}[question["shas"]]} if "shas" in question else question
+                for repo in (repo_id, repo_id + 1, None):
+                    assert quick.runs(repo_id=repo, **asked) == full.runs(repo_id=repo, **asked)
+            for target, probe in ((None, None), ("target", None), ("target", "probe"), ("other target", None)):
+                assert quick.transitions(repo_id, target, probe) == full.transitions(repo_id, target, probe)
+
+
+def test_runs_are_asked_by_commits_or_by_trees(store: Store, url: str) -> None:
+    with ReadOnlyStore.open(url) as quick:
+        for reader in (store, quick):
+            with pytest.raises(ValueError, match="not both"):
+                reader.runs(shas=["a"], trees=["b"])
 
 
 def test_it_holds_the_trees_the_full_store_holds_and_anything_unrecorded_is_not_stored(store: Store, url: str, tmp_path: Path) -> None:

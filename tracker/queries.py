@@ -21,7 +21,7 @@ from probes.api import Outcome
 from tracker.core.records import RunRow, TransitionRecord
 
 if TYPE_CHECKING:
-    from db.store import Store
+    from db.readonly import AnyStore
     from probes.demo_backend.checks import Tolerance
     from tracker.targets.revisions import Repo
 
@@ -99,7 +99,7 @@ def stand_ins(runs: Iterable[RunRow], trees: Mapping[str, str]) -> dict[int, str
 
 
 def runs_of_commits(
-    store: Store, repo: Repo, repo_id: int, paths: Sequence[str], shas: Sequence[str], probe: str | None = None, outcome: str | None = None
+    store: AnyStore, repo: Repo, repo_id: int, paths: Sequence[str], shas: Sequence[str], probe: str | None = None, outcome: str | None = None
 ) -> CommitRuns:
     """The runs measured at ``shas`` and those of their target trees measured elsewhere, each of
     the latter listed under the asked commit it stands for (sha, subject and PR of that commit)."""

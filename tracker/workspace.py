@@ -1,4 +1,7 @@
-"""What a command works on: the config's target, its repository, the store and the snapshot cache."""
+"""What a command works on: the config's target, its repository, the store and the snapshot cache.
+
+The measuring machinery (executors, the prober, bisect sessions) is imported where a workspace
+hands it out, so that a query, which only reads the store, loads none of it."""
 
 from __future__ import annotations
 
@@ -6,28 +9,28 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from db.readonly import ReadOnlyStore
+from db.readonly import NotStored, ReadOnlyStore
 
 from tracker.core.records import SessionRow
 from probes.api import Probe
 from probes.registry import ProbeLoadError, known_names
 from probes.sources import ProbeSpec, adhoc_command_name, command_spec, resolve, split_command
 
-from tracker.bisect_options import open_session
 from tracker.targets.config import Config, ExecutorConfig, Target, load_config
 from tracker.core.errors import UsageError
-from tracker.execution.executors import Executor, LocalExecutor
-from tracker.measure import Prober
 from tracker.targets.revisions import ROOT_PATH, Repo
 from tracker.targets.snapshots import SnapshotCache
 from tracker.execution.protocol import import_probe_modules
 
 if TYPE_CHECKING:
     from db.store import Store
+    from tracker.execution.executors import Executor
+    from tracker.measure import Prober
 
 S = TypeVar("S", "Store", ReadOnlyStore)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,8 @@ class ExecutionOptions:
         return self.executor_kind or config.kind
 
     def executor(self, config: ExecutorConfig | None = None) -> Executor:
+        from tracker.execution.executors import LocalExecutor
+
         configured = config or ExecutorConfig()
         if self.executor_of(configured) == "ray":
             from tracker.execution.ray_executor import RayExecutor
@@ -125,11 +130,28 @@ class Workspace(Generic[S]):
 
     def unfinished_bisect(self: Workspace[Store], probe: Probe) -> SessionRow:
         """The newest unfinished bisect of this target with ``probe``, for ``--resume``."""
+        from tracker.bisect_options import open_session
+
         probe_id = self.store.probe_version(probe.name, probe.version, probe.code_hash)
         return open_session(self.store, self.store.repository(self.repo.path), self.target.name, probe_id, probe.name)
 
     def prober(self, probe: Probe, executor: Executor, trigger: str, seed: int | None = None) -> Prober:
+        from tracker.measure import Prober
+
         return Prober(self.store, self.repo, self.target, probe, executor, self.snapshots, trigger, seed)
+
+
+def ask(repo: Path | None, target: str | None, question: Callable[[Workspace[Any]], T]) -> T:
+    """``question`` answered over the read-only store (no SQLAlchemy to import), or, where that
+    store cannot answer it (another database, another schema revision, nothing recorded yet), over
+    the full store. ``question`` only reads, so asking it twice changes nothing."""
+    try:
+        with Workspace.open_read_only(repo, target) as ws:
+            return question(ws)
+    except NotStored:
+        pass
+    with Workspace.open(repo, target) as ws:
+        return question(ws)
 
 
 def _opened(open_store: Callable[[str | None], S], repo: Path | None, target: str | None, cwd: Path | None) -> Workspace[S]:

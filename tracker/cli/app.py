@@ -7,6 +7,7 @@ maintenance. Exit codes: 0 ok, 1 a probe failed or a regression was found, 2 bad
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 import sys
@@ -86,8 +87,26 @@ def workspace(repo: Path | None, target: str | None) -> Workspace[Store]:
     return Workspace.open(repo, target)
 
 
+COMMAND_MODULES = {
+    "bisect": "probing", "run": "probing", "scan": "probing", "track": "probing",
+    "history": "queries", "regressions": "queries", "report": "queries", "show": "queries",
+    "db": "maintenance", "demo": "maintenance", "gc": "maintenance", "init": "maintenance",
+}  # fmt: skip
+"""The module of ``tracker.cli`` that defines each command: a command imports only its own module
+(a query need not load the bisect and scan machinery), ``--help`` all of them."""
+
+
 class RegtrackGroup(click.Group):
-    """Turns a ``UsageError`` into one line on stderr and exit code 2."""
+    """Loads a command's module when the command is asked for; turns a ``UsageError`` into one
+    line on stderr and exit code 2."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMAND_MODULES)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in self.commands and name in COMMAND_MODULES:
+            importlib.import_module(f"tracker.cli.{COMMAND_MODULES[name]}")
+        return super().get_command(ctx, name)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -12,6 +13,7 @@ from probes.api import Outcome
 from tracker.cli import render
 from tracker.cli.app import emit_json, main, out, target_options, workspace
 from tracker.core.errors import UsageError
+from tracker.core.records import CommitInfo, TransitionRecord
 from tracker.queries import (
     CommitRuns,
     filter_runs,
@@ -20,6 +22,7 @@ from tracker.queries import (
     runs_of_commits,
     verdict_under,
 )
+from tracker.workspace import Workspace, ask
 
 
 @main.command()
@@ -28,10 +31,12 @@ from tracker.queries import (
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def regressions(only_open: bool, repo: Path | None, target: str | None, as_json: bool) -> None:
     """Regressions found by scans and the scheduled job."""
-    with workspace(repo, target) as ws:
+    def question(ws: Workspace[Any]) -> tuple[list[TransitionRecord], dict[str, CommitInfo | None]]:
         repo_id = ws.store.repository(ws.repo.path)
         found = regressions_of(ws.store.transitions(repo_id, ws.target.name), only_open)
-        commits = {t.sha: ws.store.commit(repo_id, t.sha) for t in found}
+        return found, {t.sha: ws.store.commit(repo_id, t.sha) for t in found}
+
+    found, commits = ask(repo, target, question)
     if as_json:
         emit_json([render.transition_json(t, commits[t.sha]) for t in found])
     else:
@@ -55,12 +60,13 @@ def history(probe_name: str | None, range_spec: str | None, since: datetime | No
 
     With --range, a run measured outside the range at a target tree of the range is listed under
     the range's first commit with that tree, marked "measured at X, same tree"."""
-    with workspace(repo, target) as ws:
+    def question(ws: Workspace[Any]) -> CommitRuns:
         repo_id = ws.store.repository(ws.repo.path)
         if range_spec:
-            found = runs_of_commits(ws.store, ws.repo, repo_id, ws.target.paths, ws.repo.line(range_spec), probe_name, outcome)
-        else:
-            found = CommitRuns(ws.store.runs(repo_id=repo_id, probe=probe_name, outcome=outcome))
+            return runs_of_commits(ws.store, ws.repo, repo_id, ws.target.paths, ws.repo.line(range_spec), probe_name, outcome)
+        return CommitRuns(ws.store.runs(repo_id=repo_id, probe=probe_name, outcome=outcome))
+
+    found = ask(repo, target, question)
     runs = filter_runs(found.runs, _utc(since), _utc(until), environment)[:limit]
     rederived = {r.id: verdict_under(r, parse_tolerance(tolerance, abs_tolerance)) for r in runs} if tolerance is not None else None
     if as_json:
@@ -80,11 +86,13 @@ def _utc(moment: datetime | None) -> datetime | None:
 def show(rev: str, repo: Path | None, target: str | None, as_json: bool) -> None:
     """Everything stored about REV: its commit and every probe run of it, including the runs
     measured at another commit with the same target tree (marked "measured at X, same tree")."""
-    with workspace(repo, target) as ws:
+    def question(ws: Workspace[Any]) -> tuple[str, CommitInfo, CommitRuns]:
         sha = ws.repo.resolve(rev)
         repo_id = ws.store.repository(ws.repo.path)
         commit = ws.store.commit(repo_id, sha) or ws.repo.commit_info(sha)
-        found = runs_of_commits(ws.store, ws.repo, repo_id, ws.target.paths, [sha])
+        return sha, commit, runs_of_commits(ws.store, ws.repo, repo_id, ws.target.paths, [sha])
+
+    sha, commit, found = ask(repo, target, question)
     if as_json:
         emit_json({"commit": render.commit_json(commit), "runs": [render.run_json(r, None, found.measured_at) for r in found.runs]})
     else:

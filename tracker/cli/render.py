@@ -14,12 +14,12 @@ from rich.text import Text
 from probes.api import Outcome
 from tracker.core.records import CommitInfo, RunRow
 from tracker.core.verdicts import Verdict
-from tracker.measure import Measurement
 
 if TYPE_CHECKING:
     from tracker.bisect_session import BisectReport
     from tracker.core.records import TransitionRecord
     from tracker.demo.walkthrough import DemoResult
+    from tracker.measure import Measurement
     from tracker.scan import ScanReport
     from tracker.track import TrackResult
 
