@@ -96,14 +96,13 @@ class ReadOnlyStore:
     def repository(self, path: Path) -> int:
         return self._one("SELECT id FROM repositories WHERE path = ?", str(path.resolve()))
 
-    def holds_trees(self, repo_id: int, paths_key: str, trees: Mapping[str, str]) -> bool:
-        """As ``Store.holds_trees``."""
+    def stored_trees(self, repo_id: int, paths_key: str, shas: Sequence[str]) -> dict[str, str]:
+        """As ``Store.stored_trees``."""
         query = (
             "SELECT commits.sha, target_trees.tree_hash FROM target_trees JOIN commits ON target_trees.commit_id = commits.id "
             "WHERE commits.repository_id = ? AND target_trees.paths_key = ? AND commits.sha IN ({})"
         )
-        stored = self._in_chunks(query, list(trees), repo_id, paths_key)
-        return all(stored.get(sha) == tree for sha, tree in trees.items())
+        return self._in_chunks(query, list(shas), repo_id, paths_key)
 
     def environment(self, env: EnvironmentInfo) -> int:
         return self._one("SELECT id FROM environments WHERE fingerprint = ?", env.fingerprint)

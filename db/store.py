@@ -86,14 +86,15 @@ class Store(SessionStore, InputStore):
             if changed:
                 session.execute(update(TargetTree), changed)
 
-    def holds_trees(self, repo_id: int, paths_key: str, trees: Mapping[str, str]) -> bool:
-        """Whether every commit is recorded with its tree of ``paths_key``, as given."""
+    def stored_trees(self, repo_id: int, paths_key: str, shas: Sequence[str]) -> dict[str, str]:
+        """The recorded tree of ``paths_key`` at each of the commits that has one."""
+        query = (
+            select(Commit.sha, TargetTree.tree_hash)
+            .join(TargetTree, TargetTree.commit_id == Commit.id)
+            .where(Commit.repository_id == repo_id, TargetTree.paths_key == paths_key)
+        )
         with self._reading() as session:
-            ids = _commit_ids(session, repo_id, list(trees))
-            if len(ids) < len(trees):
-                return False
-            stored = _stored_trees(session, paths_key, list(ids.values()))
-        return all(stored.get(ids[sha]) == tree for sha, tree in trees.items())
+            return in_chunks(session, list(shas), lambda some: query.where(Commit.sha.in_(some)))
 
     def tree_hash(self, repo_id: int, sha: str, paths_key: str) -> str | None:
         query = (

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -195,3 +196,18 @@ def test_the_built_in_probes_are_resolved_without_torch() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)})
     assert done.stdout.strip() == "False"
+
+
+def test_commits_recorded_before_take_their_trees_from_the_store_not_from_git(repo: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A commit's tree never changes: once recorded, git is not asked again (here it could not answer)."""
+    monkeypatch.setenv("REGTRACK_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("REGTRACK_DB_URL", raising=False)
+    shas = repo.git("rev-list", "--reverse", "HEAD").split()
+    with Workspace.open(repo.path) as ws, LocalExecutor() as executor:
+        prober = ws.prober(ws.command_probe("sh check.sh"), executor, "bisect")
+        recorded = prober.record_commits(shas[:6])
+        shutil.rmtree(repo.path / ".git" / "objects")
+        (repo.path / ".git" / "objects").mkdir()
+        assert prober.record_commits(shas[:6]) == recorded
+        with pytest.raises(UsageError, match="unknown revision"):
+            prober.record_commits(shas)  # the last two were never recorded: git must answer for them

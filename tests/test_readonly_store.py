@@ -135,20 +135,19 @@ def test_runs_are_asked_by_commits_or_by_trees(store: Store, url: str) -> None:
                 reader.runs(shas=["a"], trees=["b"])
 
 
-def test_it_holds_the_trees_the_full_store_holds_and_anything_unrecorded_is_not_stored(store: Store, url: str, tmp_path: Path) -> None:
+def test_it_reads_the_trees_the_full_store_holds_and_anything_unrecorded_is_not_stored(store: Store, url: str, tmp_path: Path) -> None:
     repo_id, _, _, shas = seed(store, tmp_path, [])
-    trees = {sha: TREES[i % len(TREES)] for i, sha in enumerate(shas)}
     asked = [
-        (repo_id, "paths-key", trees),
-        (repo_id, "paths-key", dict(list(trees.items())[1:3])),
-        (repo_id, "paths-key", {**trees, shas[0]: "another tree"}),
-        (repo_id, "paths-key", {**trees, "f" * 40: "tree-a"}),
-        (repo_id, "other paths", trees),
-        (repo_id + 1, "paths-key", trees),
+        (repo_id, "paths-key", shas),
+        (repo_id, "paths-key", shas[1:3]),
+        (repo_id, "paths-key", [*shas, "f" * 40]),
+        (repo_id, "other paths", shas),
+        (repo_id + 1, "paths-key", shas),
     ]
     with ReadOnlyStore.open(url) as quick:
-        assert [quick.holds_trees(*question) for question in asked] == [store.holds_trees(*question) for question in asked]
-        assert [store.holds_trees(*question) for question in asked] == [True, True, False, False, False, False]
+        assert [quick.stored_trees(*question) for question in asked] == [store.stored_trees(*question) for question in asked]
+        recorded = {sha: TREES[i % len(TREES)] for i, sha in enumerate(shas)}
+        assert [store.stored_trees(*question) for question in asked] == [recorded, {s: recorded[s] for s in shas[1:3]}, recorded, {}, {}]
         for unknown in (
             lambda: quick.repository(tmp_path / "elsewhere"),
             lambda: quick.environment(replace(CPU, torch="2.12.0")),
@@ -164,10 +163,10 @@ def test_a_commit_range_past_sqlites_parameter_limit_is_read_in_chunks(store: St
     commits = [commit(n) for n in range(1, 33_000)]
     store.record_commits(repo_id, commits)
     store.record_trees(repo_id, "paths-key", {c.sha: "tree" for c in commits})
+    shas = [c.sha for c in commits]
     with ReadOnlyStore.open(url) as quick:
-        assert quick.holds_trees(repo_id, "paths-key", {c.sha: "tree" for c in commits})
-        assert not quick.holds_trees(repo_id, "paths-key", {**{c.sha: "tree" for c in commits}, commits[-1].sha: "other"})
-    assert store.holds_trees(repo_id, "paths-key", {c.sha: "tree" for c in commits})
+        assert quick.stored_trees(repo_id, "paths-key", shas) == dict.fromkeys(shas, "tree")
+    assert store.stored_trees(repo_id, "paths-key", shas) == dict.fromkeys(shas, "tree")
 
 
 def test_whatever_needs_a_write_is_not_stored(store: Store, url: str, tmp_path: Path) -> None:

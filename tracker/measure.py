@@ -119,13 +119,17 @@ class Prober:
         self.reused = 0
 
     def record_commits(self, shas: list[str]) -> dict[str, str]:
-        """Store the commits' metadata and target trees unless every one is stored already (a range
-        bisected or scanned again); returns each one's tree hash."""
-        trees = self.repo.tree_hashes(shas, self.target.paths)
-        if not self.store.holds_trees(self.repo_id, self.paths_key, trees):
-            self.store.record_commits(self.repo_id, self.repo.commit_infos(shas))
-            self.store.record_trees(self.repo_id, self.paths_key, trees)
-        return trees
+        """Store the metadata and target tree of each commit not stored yet; returns each one's
+        tree hash. A commit's tree never changes, so a range bisected or scanned again asks git
+        nothing about the commits it recorded before."""
+        trees = self.store.stored_trees(self.repo_id, self.paths_key, shas)
+        missing = [sha for sha in dict.fromkeys(shas) if sha not in trees]
+        if missing:
+            found = self.repo.tree_hashes(missing, self.target.paths)
+            self.store.record_commits(self.repo_id, self.repo.commit_infos(missing))
+            self.store.record_trees(self.repo_id, self.paths_key, found)
+            trees.update(found)
+        return {sha: trees[sha] for sha in shas}
 
     def attempts(self, tree_hash: str) -> list[Attempt]:
         """The stored attempts at ``tree_hash`` under this probe, environment and settings, oldest first."""
