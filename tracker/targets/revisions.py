@@ -105,16 +105,15 @@ class Repo:
         good_sha, bad_sha = shas[good], shas[bad]
         if good_sha == bad_sha:
             raise UsageError(f"good and bad are the same commit {good_sha}; pick a good commit older than bad")
-        if not self.is_ancestor(good_sha, bad_sha):
-            fix = (
-                "swap good and bad" if self.is_ancestor(bad_sha, good_sha) else "pick a good commit from bad's history"
-            )
-            raise UsageError(f"good {good_sha} is not an ancestor of bad {bad_sha}; {fix}")
         lines = self._run(
             "rev-list", "--first-parent", "--ancestry-path", "--parents", "--reverse", f"{good_sha}..{bad_sha}"
         ).splitlines()
         oldest = lines[0].split() if lines else []
         if len(oldest) < 2 or oldest[1] != good_sha:
+            # asked only now: on a good range the line's oldest commit shows good is an ancestor
+            if not self.is_ancestor(good_sha, bad_sha):
+                fix = "swap good and bad" if self.is_ancestor(bad_sha, good_sha) else "pick a good commit from bad's history"
+                raise UsageError(f"good {good_sha} is not an ancestor of bad {bad_sha}; {fix}")
             merged_by = oldest[0] if oldest else bad_sha
             raise UsageError(
                 f"good {good_sha} is not on the first-parent line of bad {bad_sha} (it came in through merge "
