@@ -13,8 +13,8 @@ Lost actors. An actor whose process dies while its node lives is replaced, and t
 goes to the replacement once more: one death is the cluster's (a kill, a preemption), not the
 revision's, since a probe that crashes kills the worker under the actor, never the actor. A case
 whose second actor dies too is stored as a crash. An actor whose node is lost is replaced on
-another node and its case retried there, as often as nodes are lost. Only the driver stores
-results, so a retried case is stored exactly once.
+another node and its case retried there, as often as nodes are lost (up to
+``NODE_LOSSES_PER_CASE``). Only the driver stores results, so a retried case is stored exactly once.
 """
 
 from __future__ import annotations
@@ -38,6 +38,10 @@ if TYPE_CHECKING:
 ACTOR_DEATHS_PER_CASE = 2
 """An actor dying under a case this many times (on live nodes) makes the case a crash."""
 ACTOR_DIED = "ray actor died running the case, twice"
+NODE_LOSSES_PER_CASE = 5
+"""Nodes that may be lost under one case before it is stored as a crash: a case is retried as
+nodes are lost, but one that makes every node it runs on unreachable must end."""
+NODES_LOST = f"ray lost the node running the case, {NODE_LOSSES_PER_CASE} times"
 ACTOR_START_TIMEOUT_S = 300.0
 """How long a new actor may wait for a node with room for it before the command stops."""
 START_FAILURES_PER_SLOT = 3
@@ -176,6 +180,7 @@ class RayExecutor:
         limit = timeout_s if timeout_s is not None else self.case_timeout()
         waiting = deque(range(len(jobs)))
         deaths = [0] * len(jobs)
+        losses = [0] * len(jobs)
         idle = deque(range(len(self.actors)))
         running: dict[Any, tuple[int, int]] = {}
         try:
@@ -191,15 +196,16 @@ class RayExecutor:
                 slot, index = running.pop(done)
                 try:
                     result = _get(done)
-                except ray.exceptions.RayActorError:
-                    node_lost = self._node_lost(slot)
+                except ray.exceptions.RayActorError as error:
+                    node_lost = self._node_lost(slot, error)
                     self._replace(slot)
                     idle.append(slot)
                     deaths[index] += not node_lost
-                    if deaths[index] < ACTOR_DEATHS_PER_CASE:
+                    losses[index] += node_lost
+                    if deaths[index] < ACTOR_DEATHS_PER_CASE and losses[index] < NODE_LOSSES_PER_CASE:
                         waiting.appendleft(index)
                         continue
-                    result = JobResult(Outcome.CRASH, {}, ACTOR_DIED, "", 0.0)
+                    result = JobResult(Outcome.CRASH, {}, ACTOR_DIED if not node_lost else NODES_LOST, "", 0.0)
                 idle.append(slot)
                 yield index, result
         except BaseException:
@@ -252,8 +258,14 @@ class RayExecutor:
         assert placement is not None
         return placement
 
-    def _node_lost(self, slot: int) -> bool:
-        """Whether the node the dead actor of ``slot`` ran on is gone (unknown placement: not lost)."""
+    def _node_lost(self, slot: int, error: Exception) -> bool:
+        """Whether the actor of ``slot`` was lost with its node rather than killed on a live one.
+        Ray says so at once by the error (the actor cannot be reached: its node or the way to it is
+        gone; a process killed on a live node is reported dead by that node), and later by the node
+        list, where a lost node stays alive until the cluster's health checks give up on it."""
+        unreachable = getattr(_ray().exceptions, "ActorUnavailableError", None)
+        if unreachable is not None and isinstance(error, unreachable):
+            return True
         placement = self._placements[slot]
         if placement is None:
             return False
