@@ -161,6 +161,8 @@ def main() -> int:
     except UsageError as exc:
         channel.send({"error": str(exc)})
         return 2
+    # the log's first line: which GPUs this worker was given (one per slot on a machine of several)
+    print(f"probe worker {os.getpid()} CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)')}", file=sys.stderr, flush=True)
     channel.send({"ready": os.getpid()})
     _serve(channel)
     sys.stdout.flush()
