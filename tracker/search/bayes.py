@@ -6,6 +6,7 @@ import math
 from dataclasses import replace
 
 from tracker.core.verdicts import Verdict
+from tracker.search.batch import Hypotheses, Stretch, choose_batch
 from tracker.search.posterior import Group, View, entropy, posterior_of
 from tracker.search.protocol import DEFAULT_PRIOR_STRENGTH, StrategyAnswer, check_k
 
@@ -52,8 +53,9 @@ class BayesianSearch:
     with its predictive failure rates (a culprit's hard and intermittent components mixed: the
     information sought is about *which* commit, not about which model).
     Within a group I(j) is concave in j, so the best point of each group is found in closed form.
-    For k points or runs in flight: the culprit posterior's quantiles at i/(T+1), T = k + in
-    flight, less the ones nearest the runs in flight; the same index may come back (reruns).
+    For k points or runs in flight: k distinct points, none in flight, chosen greedily by their
+    joint information with the runs in flight (``batch``); an index comes back in later rounds
+    (reruns).
 
     **Stopping.** Done when the top hypothesis (a single culprit, or "no culprit") reaches
     ``confidence`` in the posterior and, for a culprit, in the *guard* too, the posterior without
@@ -238,7 +240,7 @@ class BayesianSearch:
         if k == 1 and not in_flight:
             best = self._most_informative(view)
             return [] if best is None else [best]
-        return self._quantiles(k, in_flight, view)
+        return choose_batch(self._hypotheses(view), k, in_flight, self._allowed)
 
     def _allowed(self, j: int) -> bool:
         return 0 <= j < self.size and j not in self.skipped
@@ -291,38 +293,13 @@ class BayesianSearch:
             found.append(t)
         return found
 
-    def _quantiles(self, k: int, in_flight: frozenset[int], view: View) -> list[int]:
-        groups = view.groups
-        culprit_mass = sum(g.count * g.per_culprit for g in groups)
-        total = k + len(in_flight)
-        levels = [i / (total + 1) for i in range(1, total + 1)]
-        points: list[int] = []
-        cumulative, level = 0.0, 0
-        for g in groups:
-            for c in range(g.lo, g.hi + 1):
-                cumulative += g.per_culprit / culprit_mass if culprit_mass > 0 else 1.0 / (self.size - 1)
-                while level < len(levels) and cumulative >= levels[level] - 1e-12:
-                    points.append(c)
-                    level += 1
-        while len(points) < total:
-            points.append(self.size - 1)
-        for f in sorted(in_flight):  # the runs in flight stand for the quantiles nearest them
-            points.remove(min(points, key=lambda p: (abs(p - f), p)))
-            if not points:
-                break
-        chosen = []
-        for p in points[:k]:
-            q = self._snap(p)
-            if q is not None:
-                chosen.append(q)
-        return sorted(chosen)
-
-    def _snap(self, j: int) -> int | None:
-        for d in range(self.size):
-            for q in (j - d, j + d):
-                if self._allowed(q):
-                    return q
-        return None
+    def _hypotheses(self, view: View) -> Hypotheses:
+        """``view`` as the batch chooser sees it: each group's culprits with their mixed after-rate."""
+        stretches = [
+            Stretch(g.lo, g.hi, g.per_culprit, g.before, (g.hard + g.intermittent * g.after) / g.per_culprit if g.per_culprit > 0 else g.after)
+            for g in view.groups
+        ]
+        return Hypotheses(stretches, view.none, self._none_rate)
 
     def remaining(self) -> int:
         """How many hypotheses the posterior still hesitates between: the fewest culprits (and
