@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from tracker.search.posterior import entropy
 
@@ -107,20 +108,11 @@ def _entropy_of(dist: Iterable[float]) -> float:
     return -sum(p * math.log(p) for p in dist if p > 0.0)
 
 
-@dataclass(frozen=True)
-class _Piece:
-    """A stretch cut at the window's points: one outcome distribution over the window per culprit."""
+class _Piece(NamedTuple):
+    """A stretch cut at the window's points, with its culprits' joint distribution over the window."""
 
-    lo: int
-    hi: int
+    stretch: Stretch
     per_culprit: list[float]  # mass x P(window outcome | culprit), one entry per outcome
-    mass: float
-    before: float
-    after: float
-
-    @property
-    def count(self) -> int:
-        return self.hi - self.lo + 1
 
 
 def _pieces(hypotheses: Hypotheses, window: Sequence[int]) -> list[_Piece]:
@@ -130,7 +122,7 @@ def _pieces(hypotheses: Hypotheses, window: Sequence[int]) -> list[_Piece]:
         lo = s.lo
         for hi in [p for p in cuts if s.lo <= p < s.hi] + [s.hi]:
             rates = [s.after if hi <= p else s.before for p in window]
-            out.append(_Piece(lo, hi, [s.mass * p for p in _distribution(rates)], s.mass, s.before, s.after))
+            out.append(_Piece(replace(s, lo=lo, hi=hi), [s.mass * p for p in _distribution(rates)]))
             lo = hi + 1
     return out
 
@@ -140,8 +132,9 @@ def _best_next(hypotheses: Hypotheses, window: Sequence[int], allowed: Callable[
     pieces = _pieces(hypotheses, window)
     size = len(pieces[0].per_culprit) if pieces else 1 << len(window)
     none = [hypotheses.none * p for p in _distribution([hypotheses.none_rate] * len(window))]
-    # Culprits after j fail at `before`, culprits at or before j at `after`. Suffix sums over the
-    # pieces after the current one (all before j), prefix sums over those before it (all after j).
+    # A run at j fails at a culprit's `after` rate if the culprit is at or before j, else at its
+    # `before` rate. Suffix sums cover the pieces after the current one (j lies before all their
+    # culprits), prefix sums those before it (j lies at or after all their culprits).
     suffix_fail, suffix_pass, suffix_h = _sums(reversed(pieces), size, "before")
     prefix_fail, prefix_pass, prefix_h = [0.0] * size, [0.0] * size, 0.0
     r0 = hypotheses.none_rate
@@ -149,30 +142,29 @@ def _best_next(hypotheses: Hypotheses, window: Sequence[int], allowed: Callable[
     base_pass = [v * (1.0 - r0) for v in none]
     base_h = hypotheses.none * entropy(r0)
     best_j, best_gain = None, -math.inf
-    for index, piece in enumerate(pieces):
+    for index, (cut, d) in enumerate(pieces):
         rest_fail, rest_pass, rest_h = suffix_fail[index + 1], suffix_pass[index + 1], suffix_h[index + 1]
-        d = piece.per_culprit
 
-        def gain(t: int, piece: _Piece = piece, d: list[float] = d) -> float:
+        def gain(t: int, cut: Stretch = cut, d: list[float] = d) -> float:
             """I(window + j) up to a constant, j = lo + t - 1: t culprits of the piece at or before j."""
-            u = piece.count - t
-            fail = [base_fail[y] + prefix_fail[y] + rest_fail[y] + d[y] * (t * piece.after + u * piece.before) for y in range(size)]
+            u = cut.count - t
+            fail = [base_fail[y] + prefix_fail[y] + rest_fail[y] + d[y] * (t * cut.after + u * cut.before) for y in range(size)]
             passed = [
-                base_pass[y] + prefix_pass[y] + rest_pass[y] + d[y] * (t * (1.0 - piece.after) + u * (1.0 - piece.before))
+                base_pass[y] + prefix_pass[y] + rest_pass[y] + d[y] * (t * (1.0 - cut.after) + u * (1.0 - cut.before))
                 for y in range(size)
             ]
-            conditional = base_h + prefix_h + rest_h + piece.mass * (t * entropy(piece.after) + u * entropy(piece.before))
+            conditional = base_h + prefix_h + rest_h + cut.mass * (t * entropy(cut.after) + u * entropy(cut.before))
             return _entropy_of(fail) + _entropy_of(passed) - conditional
 
-        for t in _near(_argmax_concave(gain, piece.count), piece, allowed):
+        for t in _near(_argmax_concave(gain, cut.count), cut, allowed):
             g = gain(t)
-            j = piece.lo + t - 1
+            j = cut.lo + t - 1
             if g > best_gain + 1e-12 or (abs(g - best_gain) <= 1e-12 and best_j is not None and j < best_j):
                 best_j, best_gain = j, g
         for y in range(size):
-            prefix_fail[y] += d[y] * piece.count * piece.after
-            prefix_pass[y] += d[y] * piece.count * (1.0 - piece.after)
-        prefix_h += piece.mass * piece.count * entropy(piece.after)
+            prefix_fail[y] += d[y] * cut.count * cut.after
+            prefix_pass[y] += d[y] * cut.count * (1.0 - cut.after)
+        prefix_h += cut.mass * cut.count * entropy(cut.after)
     return best_j
 
 
@@ -180,11 +172,11 @@ def _sums(pieces: Iterable[_Piece], size: int, rate: str) -> tuple[list[list[flo
     """Running sums from the end: entry i covers the pieces from i on, each culprit failing at its ``rate``."""
     ordered = list(pieces)
     fail, passed, h = [[0.0] * size], [[0.0] * size], [0.0]
-    for piece in ordered:
-        r = getattr(piece, rate)
-        fail.append([a + v * piece.count * r for a, v in zip(fail[-1], piece.per_culprit)])
-        passed.append([a + v * piece.count * (1.0 - r) for a, v in zip(passed[-1], piece.per_culprit)])
-        h.append(h[-1] + piece.mass * piece.count * entropy(r))
+    for cut, d in ordered:
+        r = getattr(cut, rate)
+        fail.append([a + v * cut.count * r for a, v in zip(fail[-1], d)])
+        passed.append([a + v * cut.count * (1.0 - r) for a, v in zip(passed[-1], d)])
+        h.append(h[-1] + cut.mass * cut.count * entropy(r))
     return fail[::-1], passed[::-1], h[::-1]
 
 
@@ -200,7 +192,7 @@ def _argmax_concave(f: Callable[[int], float], high: int) -> int:
     return max(range(lo, hi + 1), key=lambda t: (f(t), -t))
 
 
-def _near(t_star: int, piece: _Piece, allowed: Callable[[int], bool]) -> list[int]:
+def _near(t_star: int, piece: Stretch, allowed: Callable[[int], bool]) -> list[int]:
     """The allowed t nearest t_star below and at or above it (t = 0 is the point before the piece)."""
     found = []
     t = t_star
