@@ -20,6 +20,7 @@ from worker_probes import __file__ as worker_probes_file
 from probes import Outcome
 from tracker.demo.history import DemoManifest, build_demo_history
 from tracker.execution.protocol import Job
+from tracker.core.errors import UsageError
 from tracker.execution.ray_executor import ACTOR_DIED, RayExecutor
 
 if os.environ.get("CI"):
@@ -165,3 +166,15 @@ def actors_with_a_worker() -> list[int]:
     rows = [line.split(None, 2) for line in listing.splitlines()]
     actors = {int(pid) for pid, _, args in rows if args.startswith("ray::SlotActor")}
     return [int(ppid) for _, ppid, args in rows if "tracker.execution.worker" in args and int(ppid) in actors]
+
+
+def test_more_actors_than_the_cluster_can_place_stop_the_command(tmp_path: Path) -> None:
+    """Five one-CPU actors on a four-CPU cluster: the fifth is never placed. The command stops
+    with a line that says so, instead of waiting for the fifth actor's answer for ever."""
+    started = time.monotonic()
+    with pytest.raises(UsageError, match=r"no Ray node took an actor .* within 3s; add nodes or ask for fewer --workers"):
+        with executor(tmp_path, workers=GPUS + 1, start_timeout_s=3) as ray_executor:
+            ray_executor.environment()
+    assert time.monotonic() - started < 60
+    with executor(tmp_path, workers=GPUS) as ray_executor:  # the unplaced actor was given back
+        assert len(ray_executor.placements()) == GPUS

@@ -109,6 +109,7 @@ class RayExecutor:
         log_dir: Path | None = None,
         cache_root: Path | None = None,
         env: Mapping[str, str] | None = None,
+        start_timeout_s: float = ACTOR_START_TIMEOUT_S,
     ) -> None:
         if workers < 1:
             raise UsageError(f"the number of workers must be at least 1, not {workers}")
@@ -120,7 +121,7 @@ class RayExecutor:
             except ConnectionError as exc:
                 raise UsageError(f"cannot reach the Ray cluster at {address or os.environ.get('RAY_ADDRESS')}: {exc}; "
                                  "start one with `ray start --head` or pass --ray-address") from None  # fmt: skip
-        self.device, self.dtype, self.timeout_s = device, dtype, timeout_s
+        self.device, self.dtype, self.timeout_s, self.start_timeout_s = device, dtype, timeout_s, start_timeout_s
         self.gpus_per_actor = gpus_per_actor if gpus_per_actor is not None else (1.0 if device.startswith("cuda") else 0.0)
         self._arguments = (str(log_dir) if log_dir else None, str(cache_root) if cache_root else None, dict(env or {}))
         self._remote = ray.remote(SlotActor).options(num_cpus=1, num_gpus=self.gpus_per_actor, max_restarts=0)
@@ -151,6 +152,7 @@ class RayExecutor:
         reports = {}
         for slot, reply in asked.items():
             try:
+                self._placement(slot)  # an actor no node can take would leave the reply pending for ever
                 reports[slot] = _get(reply)
             except ray.exceptions.RayActorError:
                 reports[slot] = self._environment_of_replacement(slot, env)
@@ -166,6 +168,7 @@ class RayExecutor:
         for _ in range(START_FAILURES_PER_SLOT):
             self._replace(slot)
             try:
+                self._placement(slot)
                 return _get(self.actors[slot].environment.remote(self.device, env))
             except ray.exceptions.RayActorError:
                 continue
@@ -248,10 +251,10 @@ class RayExecutor:
         if self._placements[slot] is None:
             ray = _ray()
             try:
-                self._placements[slot] = ray.get(self.actors[slot].placement.remote(), timeout=ACTOR_START_TIMEOUT_S)
+                self._placements[slot] = ray.get(self.actors[slot].placement.remote(), timeout=self.start_timeout_s)
             except ray.exceptions.GetTimeoutError:
                 raise UsageError(
-                    f"no Ray node took an actor (1 CPU, {self.gpus_per_actor:g} GPU) within {ACTOR_START_TIMEOUT_S:g}s; "
+                    f"no Ray node took an actor (1 CPU, {self.gpus_per_actor:g} GPU) within {self.start_timeout_s:g}s; "
                     "add nodes or ask for fewer --workers"
                 ) from None
         placement = self._placements[slot]
