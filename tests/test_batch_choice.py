@@ -4,18 +4,35 @@ Bayesian search with four workers settles an intermittent bug in a few dozen run
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
+from collections.abc import Sequence
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracker.core.verdicts import Verdict
-from tracker.search.batch import Hypotheses, Stretch, choose_batch, joint_information
+from tracker.search.batch import Hypotheses, Stretch, choose_batch
+from tracker.search.posterior import entropy
 from tracker.search.strategies import BayesianSearch
 
 G, B = Verdict.GOOD, Verdict.BAD
 rates = st.floats(0.0, 1.0)
+
+
+def joint_information(hyp: Hypotheses, points: Sequence[int]) -> float:
+    """I(hypothesis; outcomes of one run at each point) in nats, by brute force: every culprit,
+    every outcome."""
+    outcomes = [0.0] * (1 << len(points))
+    conditional = 0.0
+    culprits = [(hyp.none, [hyp.none_rate] * len(points))]
+    culprits += [(s.mass, [s.after if c <= p else s.before for p in points]) for s in hyp.stretches for c in range(s.lo, s.hi + 1)]
+    for mass, fail_rates in culprits:
+        for y in range(len(outcomes)):
+            outcomes[y] += mass * math.prod(r if y >> i & 1 else 1.0 - r for i, r in enumerate(fail_rates))
+        conditional += mass * sum(entropy(r) for r in fail_rates)
+    return -sum(p * math.log(p) for p in outcomes if p > 0.0) - conditional
 
 
 @st.composite

@@ -74,28 +74,6 @@ def choose_batch(hypotheses: Hypotheses, k: int, in_flight: Iterable[int], allow
     return sorted(chosen)
 
 
-def joint_information(hypotheses: Hypotheses, points: Sequence[int]) -> float:
-    """I(hypothesis; outcomes of one run at each point), in nats, by enumerating the outcomes."""
-    outcomes = [0.0] * (1 << len(points))
-    conditional = hypotheses.none * sum(entropy(hypotheses.none_rate) for _ in points)
-    _accumulate(outcomes, hypotheses.none, [hypotheses.none_rate] * len(points))
-    for s in hypotheses.stretches:
-        for c in range(s.lo, s.hi + 1):
-            rates = [s.after if c <= p else s.before for p in points]
-            _accumulate(outcomes, s.mass, rates)
-            conditional += s.mass * sum(entropy(r) for r in rates)
-    return _entropy_of(outcomes) - conditional
-
-
-def _accumulate(outcomes: list[float], mass: float, rates: Sequence[float]) -> None:
-    """Add ``mass`` times the product distribution of independent runs failing at ``rates``."""
-    for y in range(len(outcomes)):
-        p = mass
-        for i, rate in enumerate(rates):
-            p *= rate if y >> i & 1 else 1.0 - rate
-        outcomes[y] += p
-
-
 def _distribution(rates: Sequence[float]) -> list[float]:
     """P(outcome y) of independent runs failing at ``rates``; bit i of y is run i's failure."""
     dist = [1.0]
@@ -130,12 +108,12 @@ def _pieces(hypotheses: Hypotheses, window: Sequence[int]) -> list[_Piece]:
 def _best_next(hypotheses: Hypotheses, window: Sequence[int], allowed: Callable[[int], bool]) -> int | None:
     """The allowed point j maximising I(window + j) (ties to the lowest j)."""
     pieces = _pieces(hypotheses, window)
-    size = len(pieces[0].per_culprit) if pieces else 1 << len(window)
+    size = 1 << len(window)
     none = [hypotheses.none * p for p in _distribution([hypotheses.none_rate] * len(window))]
     # A run at j fails at a culprit's `after` rate if the culprit is at or before j, else at its
     # `before` rate. Suffix sums cover the pieces after the current one (j lies before all their
     # culprits), prefix sums those before it (j lies at or after all their culprits).
-    suffix_fail, suffix_pass, suffix_h = _sums(reversed(pieces), size, "before")
+    suffix_fail, suffix_pass, suffix_h = _suffix_sums(pieces, size)
     prefix_fail, prefix_pass, prefix_h = [0.0] * size, [0.0] * size, 0.0
     r0 = hypotheses.none_rate
     base_fail = [v * r0 for v in none]
@@ -156,7 +134,7 @@ def _best_next(hypotheses: Hypotheses, window: Sequence[int], allowed: Callable[
             conditional = base_h + prefix_h + rest_h + cut.mass * (t * entropy(cut.after) + u * entropy(cut.before))
             return _entropy_of(fail) + _entropy_of(passed) - conditional
 
-        for t in _near(_argmax_concave(gain, cut.count), cut, allowed):
+        for t in nearest_allowed(_argmax_concave(gain, cut.count), 0, cut.count, lambda t, lo=cut.lo: allowed(lo + t - 1)):
             g = gain(t)
             j = cut.lo + t - 1
             if g > best_gain + 1e-12 or (abs(g - best_gain) <= 1e-12 and best_j is not None and j < best_j):
@@ -168,15 +146,14 @@ def _best_next(hypotheses: Hypotheses, window: Sequence[int], allowed: Callable[
     return best_j
 
 
-def _sums(pieces: Iterable[_Piece], size: int, rate: str) -> tuple[list[list[float]], list[list[float]], list[float]]:
-    """Running sums from the end: entry i covers the pieces from i on, each culprit failing at its ``rate``."""
-    ordered = list(pieces)
+def _suffix_sums(pieces: Sequence[_Piece], size: int) -> tuple[list[list[float]], list[list[float]], list[float]]:
+    """Entry i covers the pieces from i on, j lying before all their culprits (each fails at
+    ``before``): the joint distribution split by j's outcome, and the conditional entropy."""
     fail, passed, h = [[0.0] * size], [[0.0] * size], [0.0]
-    for cut, d in ordered:
-        r = getattr(cut, rate)
-        fail.append([a + v * cut.count * r for a, v in zip(fail[-1], d)])
-        passed.append([a + v * cut.count * (1.0 - r) for a, v in zip(passed[-1], d)])
-        h.append(h[-1] + cut.mass * cut.count * entropy(r))
+    for cut, d in reversed(pieces):
+        fail.append([a + v * cut.count * cut.before for a, v in zip(fail[-1], d)])
+        passed.append([a + v * cut.count * (1.0 - cut.before) for a, v in zip(passed[-1], d)])
+        h.append(h[-1] + cut.mass * cut.count * entropy(cut.before))
     return fail[::-1], passed[::-1], h[::-1]
 
 
@@ -192,17 +169,18 @@ def _argmax_concave(f: Callable[[int], float], high: int) -> int:
     return max(range(lo, hi + 1), key=lambda t: (f(t), -t))
 
 
-def _near(t_star: int, piece: Stretch, allowed: Callable[[int], bool]) -> list[int]:
-    """The allowed t nearest t_star below and at or above it (t = 0 is the point before the piece)."""
+def nearest_allowed(t_star: float, low: int, high: int, allowed: Callable[[int], bool]) -> list[int]:
+    """The allowed t in ``low .. high`` nearest t_star from below (at most floor(t_star)) and from
+    above (at least ceil(t_star)): where a concave function of t peaks among the allowed t."""
     found = []
-    t = t_star
-    while t >= 0 and not allowed(piece.lo + t - 1):
+    t = math.floor(t_star)
+    while t >= low and not allowed(t):
         t -= 1
-    if t >= 0:
+    if t >= low:
         found.append(t)
-    t = t_star + 1 if found and found[0] == t_star else t_star
-    while t <= piece.count and not allowed(piece.lo + t - 1):
+    t = math.ceil(t_star)
+    while t <= high and not allowed(t):
         t += 1
-    if t <= piece.count:
+    if t <= high:
         found.append(t)
     return found

@@ -6,7 +6,7 @@ import math
 from dataclasses import replace
 
 from tracker.core.verdicts import Verdict
-from tracker.search.batch import Hypotheses, Stretch, choose_batch
+from tracker.search.batch import Hypotheses, Stretch, choose_batch, nearest_allowed
 from tracker.search.posterior import Group, View, entropy, posterior_of
 from tracker.search.protocol import DEFAULT_PRIOR_STRENGTH, StrategyAnswer, check_k
 
@@ -263,8 +263,7 @@ class BayesianSearch:
         p0, s0 = base_p, base_s
         for g in groups:
             u = g.hard + g.intermittent * g.after - g.per_culprit * g.before
-            mixed = (g.hard + g.intermittent * g.after) / g.per_culprit if g.per_culprit > 0 else g.after
-            v = g.per_culprit * (entropy(mixed) - entropy(g.before))
+            v = g.per_culprit * (entropy(g.mixed_after) - entropy(g.before))
             # f(t) = H(p0 + t u) - (s0 + t v), t = j - lo + 1 in 1 .. count, concave in t.
             if abs(u) > 1e-300:
                 target = 1.0 / (1.0 + math.exp(min(max(v / u, -700.0), 700.0)))
@@ -272,33 +271,15 @@ class BayesianSearch:
             else:
                 t_star = 1.0 if v > 0 else float(g.count)
             t_star = min(max(t_star, 1.0), float(g.count))
-            for t in self._nearest_allowed(g, t_star):
+            for t in nearest_allowed(t_star, 1, g.count, lambda t, lo=g.lo: self._allowed(lo + t - 1)):
                 consider(g.lo + t - 1, p0 + t * u, s0 + t * v)
             p0 += g.count * u
             s0 += g.count * v
         return best_j
 
-    def _nearest_allowed(self, g: Group, t_star: float) -> list[int]:
-        """The allowed t (1-based within the group) nearest below and above t_star."""
-        found = []
-        t = int(math.floor(t_star))
-        while t >= 1 and not self._allowed(g.lo + t - 1):
-            t -= 1
-        if t >= 1:
-            found.append(t)
-        t = int(math.ceil(t_star))
-        while t <= g.count and not self._allowed(g.lo + t - 1):
-            t += 1
-        if t <= g.count:
-            found.append(t)
-        return found
-
     def _hypotheses(self, view: View) -> Hypotheses:
         """``view`` as the batch chooser sees it: each group's culprits with their mixed after-rate."""
-        stretches = [
-            Stretch(g.lo, g.hi, g.per_culprit, g.before, (g.hard + g.intermittent * g.after) / g.per_culprit if g.per_culprit > 0 else g.after)
-            for g in view.groups
-        ]
+        stretches = [Stretch(g.lo, g.hi, g.per_culprit, g.before, g.mixed_after) for g in view.groups]
         return Hypotheses(stretches, view.none, self._none_rate)
 
     def remaining(self) -> int:

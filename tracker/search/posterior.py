@@ -48,6 +48,11 @@ class Group:
     def count(self) -> int:
         return self.hi - self.lo + 1
 
+    @property
+    def mixed_after(self) -> float:
+        """The predictive failure rate at or after a culprit of this group, both models mixed."""
+        return (self.hard + self.intermittent * self.after) / self.per_culprit if self.per_culprit > 0 else self.after
+
 
 class View(NamedTuple):
     """A distribution over the hypotheses: per-culprit masses by group, and "no culprit"."""
