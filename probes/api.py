@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Mapping
 
+from probes.code_hash import module_closure_hash
 from probes.loader import load_package
 from tracker.core.verdicts import Outcome
 
@@ -79,7 +79,8 @@ class Probe:
 
     ``check(ctx, params)`` imports what it tests from the revision itself, e.g.
     ``ctx.import_package("backend")``, and judges it under one case's parameters. ``version`` is bumped by hand when the probe's meaning changes; ``code_hash`` changes with any
-    edit of the module that defines the check.
+    edit of the module that defines the check or of a module of its package that it imports
+    (``probes.code_hash``).
 
     ``deterministic`` declares that the result is a function of the revision and the case alone
     (no timing, no nondeterministic kernels): such a probe always runs under the same seed, so a
@@ -95,8 +96,7 @@ class Probe:
 
     @property
     def code_hash(self) -> str:
-        source = inspect.getsource(inspect.getmodule(self.check))  # type: ignore[arg-type]
-        return hashlib.sha256(source.encode()).hexdigest()[:16]
+        return module_closure_hash(inspect.getmodule(self.check))  # type: ignore[arg-type]
 
     def case(self, case_id: str) -> Case:
         for case in self.cases:

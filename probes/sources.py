@@ -11,8 +11,9 @@ A probe comes from one of four sources:
 * a command, run in the revision's snapshot (``probes.command``).
 
 A probe's code hash is what its results depend on besides its declared version: the file of a
-module probe, the command line of a command probe, and, for both, the content of each file the
-config lists in ``inputs``. A word of a command line that names an input is passed as that file's
+module probe (for an importable module, with each module of its package it imports, see
+``probes.code_hash``), the command line of a command probe, and, for both, the content of each
+file the config lists in ``inputs`` (a probe file's helpers belong there). A word of a command line that names an input is passed as that file's
 absolute path in the work tree, so the file hashed is the file run.
 """
 
@@ -30,6 +31,7 @@ from types import ModuleType
 from typing import Any
 
 from probes.api import Case, Probe
+from probes.code_hash import module_closure_hash
 from probes.registry import ProbeLoadError, get_probe
 
 COMMAND_CASE = "command"
@@ -141,7 +143,8 @@ def _command_probe(spec: ProbeSpec) -> Probe:
 def _module_probe(spec: ProbeSpec) -> Probe:
     where, _, attr = spec.module.partition(":")
     module, source = _load_module(spec, where)
-    fingerprint = _fingerprint({"module": _digest(source), "inputs": _input_digests(spec)})
+    code = _digest(source) if where.endswith(".py") else module_closure_hash(module)
+    fingerprint = _fingerprint({"module": code, "inputs": _input_digests(spec)})
     found = getattr(module, attr, None) if attr else _registered(spec, where)
     if isinstance(found, Probe):
         copied = {f.name: getattr(found, f.name) for f in fields(Probe)}

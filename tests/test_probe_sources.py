@@ -223,6 +223,41 @@ def test_editing_a_module_probe_runs_it_afresh(history: History, tmp_path: Path)
     assert run_json(where, "--probe", "verify", "HEAD")["reused"] is True
 
 
+HELPED_PROBE = '''\
+from probes import Outcome, ProbeResult
+
+
+def verify(ctx, params):
+    """add(2, 2) is what the helper expects"""
+    from helped_probes.expect import EXPECTED
+
+    total = ctx.import_package("mylib").add(2, 2)
+    return ProbeResult.passed() if total == EXPECTED else ProbeResult(Outcome.FAIL, {"total": float(total)})
+'''
+
+
+def test_editing_a_helper_an_importable_probe_imports_runs_it_afresh(
+    history: History, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = tmp_path / "path" / "helped_probes"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "verify.py").write_text(HELPED_PROBE)
+    helper = package / "expect.py"
+    helper.write_text("EXPECTED = 4\n")
+    monkeypatch.syspath_prepend(str(package.parent))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(package.parent), os.environ.get("PYTHONPATH")])))
+    where = config_dir(tmp_path, history, '[targets.mylib.probes.helped]\nmodule = "helped_probes.verify:verify"\n')
+    try:
+        assert run_json(where, "--probe", "helped", history.good)["reused"] is False
+        assert run_json(where, "--probe", "helped", history.good)["reused"] is True
+        helper.write_text("EXPECTED = 4  # the same value, another file\n")
+        assert run_json(where, "--probe", "helped", history.good)["reused"] is False
+    finally:
+        for name in [m for m in sys.modules if m.startswith("helped_probes")]:
+            del sys.modules[name]
+
+
 def test_run_command_measures_the_revisions(history: History, tmp_path: Path) -> None:
     result = regtrack("run", "--repo", str(history.repo), "--command", "sh check.sh", history.good, history.bad, "--json", cwd=tmp_path)
     assert result.exit_code == 1, result.output
