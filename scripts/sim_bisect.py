@@ -1,6 +1,6 @@
 """Simulation benchmark of the bisection strategies on synthetic flaky oracles (seeded).
 
-    python scripts/sim_bisect.py [--seed 1] [--trials 100] [--quick] [--jobs 2] [--max-runs 3000]
+    python scripts/sim_bisect.py [--seed 1] [--trials 100] [--quick] [--jobs 2] [--max-runs 3000] [model options]
 
 A range holds n candidate commits (n = 128 and 1,024; indices 1..n, index 0 the good end). In a
 culprit scenario, runs before the culprit fail at the flake rate (false failures) and runs from
@@ -159,6 +159,7 @@ def main() -> int:
     parser.add_argument("--hard-weight", type=float, default=None, help="BayesianSearch hard_weight (default: its own)")
     parser.add_argument("--after-prior", type=float, nargs=2, default=None, help="BayesianSearch after_prior a b")
     parser.add_argument("--intermittent-margin", type=float, default=None, help="BayesianSearch intermittent_margin")
+    parser.add_argument("--guard-after-prior", type=float, nargs=2, default=None, help="BayesianSearch guard_after_prior a b (2 1: the search's own)")
     args = parser.parse_args()
     if importlib.util.find_spec("git_bayesect") is None:
         print("sim_bisect: the anchor git-bayesect is not installed; pip install -e '.[bench]' (or pip install git-bayesect)", file=sys.stderr)
@@ -170,6 +171,8 @@ def main() -> int:
         model["after_prior"] = tuple(args.after_prior)
     if args.intermittent_margin is not None:
         model["intermittent_margin"] = args.intermittent_margin
+    if args.guard_after_prior is not None:
+        model["guard_after_prior"] = tuple(args.guard_after_prior)
     trials = args.trials or (12 if args.quick else 100)
     max_runs = args.max_runs or (200 if args.quick else 3000)
     rows = scenarios()
