@@ -13,8 +13,9 @@ A probe comes from one of four sources:
 A probe's code hash is what its results depend on besides its declared version: the file of a
 module probe (for an importable module, with each module of its package it imports, see
 ``probes.code_hash``), the command line of a command probe, and, for both, the content of each
-file the config lists in ``inputs`` (a probe file's helpers belong there). A word of a command line that names an input is passed as that file's
-absolute path in the work tree, so the file hashed is the file run.
+file the config lists in ``inputs`` (a probe file's helpers belong there). A word of a command
+line that names an input is passed as that file's absolute path in the work tree, so the file
+hashed is the file run.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import itertools
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -39,7 +40,7 @@ FILES = {
 
 
 @pytest.fixture
-def package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, Path]:
+def package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, Path]]:
     """A fresh package (its own name, so no earlier import is reused) and its folder."""
     name = f"hashed_probes_{next(_names)}"
     root = tmp_path / name

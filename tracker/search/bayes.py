@@ -60,12 +60,11 @@ class BayesianSearch:
     ``confidence`` in the posterior and, for a culprit, in the *guard* too, the posterior without
     the hard model and with a uniform prior on the after-culprit rate (:meth:`_guard`); when
     ``max_runs`` runs have been recorded (every recorded verdict counts, ends and skips
-    included); or when nothing is left to probe. The guard is what
-    keeps the confidence honest for intermittent bugs: without it, lucky passes just after the
-    culprit let the hard model name a later commit at 0.95 while it is wrong up to 15 % of the
-    time (measured by ``scripts/sim_bisect.py``). It costs a hard breakage two to five more runs,
-    spent at the culprit's parent side. Once the posterior is sure, the next points are chosen in
-    the guard. The guard's rate prior is ``guard_after_prior``, uniform by default, not the
+    included); or when nothing is left to probe. The guard is what keeps the confidence honest
+    for intermittent bugs: without it, lucky passes just after the culprit let the hard model
+    name a later commit at 0.95 while it is wrong up to 15 % of the time (measured by
+    ``scripts/sim_bisect.py``). It costs a hard breakage two to five more runs, spent at the
+    culprit's parent side. Once the posterior is sure, the next points are chosen in the guard. The guard's rate prior is ``guard_after_prior``, uniform by default, not the
     search's ``after_prior``: the wrong answers it must stop are named after the true culprit
     while the hard model still fits, from a few failing runs after the named commit, and under a
     prior leaning to high rates those runs make a rate near one likely and lucky passes at the
@@ -191,10 +190,10 @@ class BayesianSearch:
     def _guard(self) -> View:
         """The posterior with the hard model left out (``hard_weight`` 0, the same "no culprit"
         prior) and ``guard_after_prior`` (uniform) on the after-culprit rate: what the runs say if
-        the breakage may be intermittent at any rate. A pass after the culprit rules a hard culprit out, so lucky
-        passes between the true culprit c and a later c' can leave the hard model sure of c';
-        this view stays unsure until c' - 1 has passed often enough for an intermittent culprit
-        at or before it to be unlikely."""
+        the breakage may be intermittent at any rate. A pass after the culprit rules a hard
+        culprit out, so lucky passes between the true culprit c and a later c' can leave the hard
+        model sure of c'; this view stays unsure until c' - 1 has passed often enough for an
+        intermittent culprit at or before it to be unlikely."""
         if self.hard_weight in (0.0, 1.0):
             return View(self._update(), self._none)
         if self._guard_view is None:
