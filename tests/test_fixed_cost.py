@@ -1,6 +1,7 @@
 """What a command that finds everything stored costs: no worker started; neither torch, alembic,
 SQLAlchemy nor GitPython imported. A CPU worker's environment is predicted in the parent, and
-checked against each worker that does start before it runs anything. A bisect answered from the
+checked against each worker that does start before it runs anything; for a bisect that reads the
+store, a GPU's is told by nvidia-smi. A bisect answered from the
 store alone is the same answer as the session that stored it, and one that needs a run makes it
 over the full store, showing each step once."""
 
@@ -11,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,7 @@ from probes.sources import command_spec, resolve
 from tracker.bisect_options import BisectOptions, BisectReport
 from tracker.bisect_session import BisectSession
 from tracker.core.errors import UsageError
+from tracker.execution.environment import environment, environment_told_by_nvidia_smi
 from tracker.execution.executors import LocalExecutor
 from tracker.execution.protocol import Job
 from tracker.stored_bisect import answer_from_store
@@ -219,3 +222,60 @@ def test_commits_recorded_before_take_their_trees_from_the_store_not_from_git(re
         assert prober.record_commits(shas[:6]) == recorded
         with pytest.raises(UsageError, match="unknown revision"):
             prober.record_commits(shas)  # the last two were never recorded: git must answer for them
+
+
+def fake_nvidia_smi(where: Path, answer: str = "NVIDIA H200, 9.0, 570.86.15", code: int = 0) -> Path:
+    """An nvidia-smi that logs each call's arguments to ``where/calls`` and describes two GPUs."""
+    bin_dir = where / "bin"
+    bin_dir.mkdir(parents=True)
+    script = bin_dir / "nvidia-smi"
+    script.write_text(
+        f'#!/bin/sh\necho "$*" >> {where / "calls"}\n'
+        'case "$*" in *-L*) echo "GPU 0: NVIDIA H200 (UUID: GPU-a)"; echo "GPU 1: NVIDIA H200 (UUID: GPU-b)";; '
+        f'*) echo "{answer}";; esac\nexit {code}\n'
+    )
+    script.chmod(0o755)
+    return bin_dir
+
+
+def test_a_gpu_is_told_by_one_nvidia_smi_call_for_the_device_the_first_worker_sees(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", f"{fake_nvidia_smi(tmp_path)}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    told = environment_told_by_nvidia_smi("cuda", "1")
+    assert told == replace(environment("cpu"), device="cuda", gpu_name="NVIDIA H200", compute_capability="9.0", driver="570.86.15")
+    assert environment_told_by_nvidia_smi("cuda:1", "4,7") is not None
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert calls == ["-i 1 --query-gpu=name,compute_cap,driver_version --format=csv,noheader", "-i 7 --query-gpu=name,compute_cap,driver_version --format=csv,noheader"]
+    with LocalExecutor("cuda", log_dir=tmp_path / "logs", gpu_told_by_nvidia_smi=True) as executor:
+        assert executor.environment() == told
+        assert executor.clients[0].pid is None, "no worker started"
+    assert (tmp_path / "calls").read_text().splitlines()[2:] == ["-L", "-i 0 --query-gpu=name,compute_cap,driver_version --format=csv,noheader"]
+
+
+def test_a_gpu_is_not_told_in_this_process_unless_asked_and_unless_nvidia_smi_can(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", f"{fake_nvidia_smi(tmp_path / 'works')}{os.pathsep}{os.environ['PATH']}")
+    with LocalExecutor("cuda", log_dir=tmp_path / "logs") as executor:
+        assert not executor.predicts_environment(), "only a command that reads the store asks"
+    with LocalExecutor("cuda", log_dir=tmp_path / "logs", gpu_told_by_nvidia_smi=True) as executor:
+        assert executor.predicts_environment()
+        assert not executor.predicts_environment({"CUDA_VISIBLE_DEVICES": "1"}), "the target picks another GPU"
+        assert not executor.predicts_environment({"PYTHONPATH": str(tmp_path)}), "the target moves Python"
+    monkeypatch.setenv("PATH", f"{fake_nvidia_smi(tmp_path / 'fails', code=9)}{os.pathsep}{os.environ['PATH']}")
+    assert environment_told_by_nvidia_smi("cuda", "0") is None
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    assert environment_told_by_nvidia_smi("cuda", "0") is None
+    with LocalExecutor("cuda", log_dir=tmp_path / "logs", gpu_told_by_nvidia_smi=True) as executor:
+        assert not executor.predicts_environment()
+
+
+def test_results_stored_on_the_cpu_never_answer_a_bisect_on_a_gpu(repo: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU told by nvidia-smi has another fingerprint: the bisect runs in full, where this
+    machine's worker refuses the device (torch sees no CUDA here)."""
+    args = ("bisect", "--repo", str(repo.path), "--command", "sh check.sh", "--good", "HEAD~7", "--bad", "HEAD")
+    assert cli(tmp_path, *args)["code"] == 1
+    monkeypatch.setenv("PATH", f"{fake_nvidia_smi(tmp_path / 'smi')}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    imported, _, err = cli_output(tmp_path, *args, "--device", "cuda")
+    assert (imported["code"], imported["sqlalchemy"]) == (2, True), err
+    assert "--device cuda" in err.strip().splitlines()[-1]
+    assert "--query-gpu=name,compute_cap,driver_version" in (tmp_path / "smi" / "calls").read_text()

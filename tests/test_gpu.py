@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from probes import Outcome, ProbeContext, all_probes, get_probe, run_probe, summarize
+from probes import Outcome, ProbeContext, get_probe, run_probe, summarize
+from probes.demo_backend import NAMES as DEMO_PROBES
 from probes.demo_backend.checks import attention_metrics, attention_verdict, tolerance_for
 from probes.loader import load_backend
+from tracker.execution.executors import LocalExecutor
 from probes.demo_backend.scenario import make_scenario
 from tracker.demo.bugs import SWA_PARTIAL_PAGE, TARGET_VERIFY_OVERWRITE, apply_edits, read_tree, write_tree
 
@@ -22,8 +24,10 @@ def cuda_ctx(root: Path, seed: int = 0) -> ProbeContext:
     return ProbeContext(root=root, device="cuda", dtype="bfloat16", seed=seed)
 
 
-@pytest.mark.parametrize("probe", [p.name for p in all_probes()])
-def test_every_probe_and_case_passes_at_head_on_cuda(probe: str) -> None:
+@pytest.mark.parametrize("probe", DEMO_PROBES)
+def test_every_demo_probe_and_case_passes_at_head_on_cuda(probe: str) -> None:
+    """The demo backend's probes on this project's own tree (not every registered probe: another
+    test module may have registered probes of other subjects, such as SGLang's)."""
     results = run_probe(get_probe(probe), cuda_ctx(PROJECT_ROOT))
     assert {r.case.id: r.result.outcome for r in results} == {r.case.id: Outcome.PASS for r in results}, [
         (r.case.id, r.result.signature, r.result.detail) for r in results if r.result.outcome is not Outcome.PASS
@@ -73,3 +77,11 @@ def _eager_target_verify(kernel: str):  # type: ignore[no-untyped-def]
     q = scn.random_q(len(prefixes) * T)
     scn.backend.init_forward_metadata(scn.forward_batch(bk.ForwardMode.TARGET_VERIFY, req, prefixes, T))
     return scn, q, scn.reference(req, kv_lens, q, T)
+
+
+def test_nvidia_smi_tells_the_gpu_as_a_worker_reports_it(tmp_path: Path) -> None:
+    """What a bisect that reads the store looks results up by, and what the worker that stored them reported."""
+    with LocalExecutor("cuda", log_dir=tmp_path, gpu_told_by_nvidia_smi=True) as told, LocalExecutor("cuda", log_dir=tmp_path) as asked:
+        predicted, reported = told.environment(), asked.environment()
+    print(f"told {predicted}; reported {reported}")
+    assert predicted.gpu_name is not None and predicted == reported

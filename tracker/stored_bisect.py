@@ -5,8 +5,9 @@ it needs stored; importing SQLAlchemy would then cost more than the whole answer
 first tries ``answer_from_store``: the same ``BisectSession`` and ``Prober`` over a
 ``ReadOnlyStore``. At the first thing that needs a write (a case to run, a commit not recorded) it
 gives up, having stored nothing and printed nothing, and the command runs over the full store.
-An environment that only a worker can describe (a GPU, a Ray actor) is not tried: the full run
-would start that worker anyway.
+An environment that only a worker can describe (a Ray actor) is not tried: the full run would
+start that worker anyway. A local GPU's is told by nvidia-smi instead of a worker that imports torch
+(``LocalExecutor.predicts_environment``).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def answer_from_store(
     steps: list[tuple[Step, Measurement, StepProgress]] = []
     if options.executor_of(ws.config.executor) != "local":
         return None
-    with options.executor() as executor:
+    with options.executor(gpu_told_by_nvidia_smi=True) as executor:
         if not executor.predicts_environment(ws.target.env):
             return None
         try:

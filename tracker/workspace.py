@@ -53,7 +53,9 @@ class ExecutionOptions:
         """The kind of executor these options and the config's ``[executor]`` table (options first) name."""
         return self.executor_kind or config.kind
 
-    def executor(self, config: ExecutorConfig | None = None) -> Executor:
+    def executor(self, config: ExecutorConfig | None = None, *, gpu_told_by_nvidia_smi: bool = False) -> Executor:
+        """The executor these options and ``config`` name; ``gpu_told_by_nvidia_smi`` only for a
+        command that reads the store (see ``LocalExecutor.predicts_environment``)."""
         from tracker.execution.executors import LocalExecutor
 
         configured = config or ExecutorConfig()
@@ -64,7 +66,9 @@ class ExecutionOptions:
             return RayExecutor(
                 self.device, self.resolved_dtype, self.workers, self.timeout_s, address, configured.gpus_per_actor
             )
-        return LocalExecutor(self.device, self.resolved_dtype, workers=self.workers, timeout_s=self.timeout_s)
+        return LocalExecutor(
+            self.device, self.resolved_dtype, workers=self.workers, timeout_s=self.timeout_s, gpu_told_by_nvidia_smi=gpu_told_by_nvidia_smi
+        )
 
 
 @dataclass

@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 from tracker.core.records import EnvironmentInfo
@@ -45,6 +46,20 @@ def environment(device: str) -> EnvironmentInfo:
         python=platform.python_version(),
         host=socket.gethostname(),
     )
+
+
+def environment_told_by_nvidia_smi(device: str, visible_devices: str | None) -> EnvironmentInfo | None:
+    """What a worker started with ``CUDA_VISIBLE_DEVICES=visible_devices`` (None: this process's)
+    would report for a CUDA ``device``, told in this process by one nvidia-smi call instead of a
+    worker that imports torch and opens the GPU. The name and compute capability are the driver's
+    answer either way; where nvidia-smi words them otherwise than torch (a MIG slice), the
+    fingerprint matches no stored result and nothing is answered from it. None when nvidia-smi
+    cannot describe that GPU."""
+    fields = _nvidia_smi("name,compute_cap,driver_version", _smi_index(device, visible_devices))
+    if len(fields) != 3:
+        return None
+    name, capability, driver = fields
+    return replace(environment("cpu"), device=device, gpu_name=name, compute_capability=capability, driver=driver)
 
 
 def _torch_installed() -> bool:
@@ -120,10 +135,12 @@ def _nvidia_smi(query: str, gpu: str | None = None) -> list[str]:
     return [field.strip() for field in lines[0].split(",")] if lines else []
 
 
-def _smi_index(device: str) -> str:
-    """nvidia-smi's name for ``device`` (cuda or cuda:N), which counts the GPUs CUDA_VISIBLE_DEVICES shows."""
+def _smi_index(device: str, visible_devices: str | None = None) -> str:
+    """nvidia-smi's name for ``device`` (cuda or cuda:N), which counts the GPUs CUDA_VISIBLE_DEVICES
+    (``visible_devices``, else this process's) shows."""
     index = int(device.partition(":")[2] or 0)
-    visible = [gpu.strip() for gpu in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if gpu.strip()]
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES", "") if visible_devices is None else visible_devices
+    visible = [gpu.strip() for gpu in listed.split(",") if gpu.strip()]
     return visible[index] if index < len(visible) else str(index)
 
 

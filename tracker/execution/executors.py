@@ -67,6 +67,8 @@ class LocalExecutor:
         timeout_s: float | None = None,
         log_dir: Path | None = None,
         env: Mapping[str, str] | None = None,
+        *,
+        gpu_told_by_nvidia_smi: bool = False,
     ):
         if workers < 1:
             raise UsageError(f"the number of workers must be at least 1, not {workers}")
@@ -74,12 +76,15 @@ class LocalExecutor:
         self.dtype = dtype
         self.timeout_s = timeout_s
         self._env = dict(env or {})
+        self.gpu_told_by_nvidia_smi = gpu_told_by_nvidia_smi
         self._predicted: EnvironmentInfo | None = None
         self._confirmed: set[int] = set()
         """The slots whose worker reported the predicted environment."""
         log_dir = log_dir or default_log_dir()
         _prune_logs(log_dir, KEEP_LOGS)
         gpus = _visible_gpus() if device == "cuda" else []
+        self._first_gpu = gpus[0] if gpus else None
+        """The first worker's ``CUDA_VISIBLE_DEVICES`` (None: this process's)."""
         self.clients = [
             WorkerClient(
                 log_dir / f"worker-{os.getpid()}-{slot}.log", {**(env or {}), **_slot_env(slot, workers, gpus)}
@@ -128,14 +133,14 @@ class LocalExecutor:
 
         On the CPU a worker is this interpreter with its installed distributions, so unless the
         variables change where Python finds them this process answers without starting one (most of
-        a command that finds everything stored). The answer is a prediction: each worker that starts
-        for a job reports its own first, and one that differs stops the command before it runs anything.
+        a command that finds everything stored); a GPU's stack is told so only where the executor is
+        made for a command that reads the store (``gpu_told_by_nvidia_smi``). The answer is a
+        prediction: each worker that starts for a job reports its own first, and one that differs stops
+        the command before it runs anything.
         """
-        if self.predicts_environment(env):
-            from tracker.execution.environment import environment
-
-            self._predicted = environment(self.device)
-            return self._predicted
+        predicted = self._predict(env)
+        if predicted is not None:
+            return predicted
         client = self._idle.get()
         try:
             return client.environment(self.device, env)
@@ -144,7 +149,24 @@ class LocalExecutor:
 
     def predicts_environment(self, env: Mapping[str, str] | None = None) -> bool:
         """Whether ``environment(env)`` answers in this process, without starting a worker."""
-        return self.device == "cpu" and not _moves_python({**self._env, **(env or {})})
+        return self._predict(env) is not None
+
+    def _predict(self, env: Mapping[str, str] | None) -> EnvironmentInfo | None:
+        """This process's answer for the workers' stack, where it can give one: on the CPU, and on a
+        GPU where ``gpu_told_by_nvidia_smi`` allows it and nvidia-smi describes the first worker's.
+
+        Only a command that reads the store asks for the GPU's (``stored_bisect``): it runs nothing,
+        so no worker confirms the prediction, and one worded otherwise than a worker words it finds
+        nothing stored, so the command runs in full and asks a worker."""
+        env = {**self._env, **(env or {})}
+        if _moves_python(env) or (self.device != "cpu" and (not self.gpu_told_by_nvidia_smi or "CUDA_VISIBLE_DEVICES" in env)):
+            return None
+        if self._predicted is None:
+            from tracker.execution.environment import environment, environment_told_by_nvidia_smi
+
+            cpu = self.device == "cpu"
+            self._predicted = environment(self.device) if cpu else environment_told_by_nvidia_smi(self.device, self._first_gpu)
+        return self._predicted
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
