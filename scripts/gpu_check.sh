@@ -3,8 +3,9 @@
 #
 #   source .device-bundle/setup.sh && bash scripts/gpu_check.sh
 #
-# 1. tests marked gpu (the probes at HEAD and on each planted bug, the attention comparison
-#    against an fp32 reference, and a known-wrong mask that must fail);
+# 1. tests marked gpu (the demo probes at HEAD and on each planted bug, the attention comparison
+#    against an fp32 reference, a known-wrong mask that must fail, and the SGLang probe on
+#    SGLang-shaped revisions);
 # 2. scripts/probe_matrix.py on cuda in bf16 (every probe against every planted bug);
 # 3. the CLI end to end on the demo history with --device cuda: run at HEAD and on the overwrite
 #    bug, a bf16 result not reused for float32, --device cuda:7 refused before anything runs.
@@ -15,7 +16,7 @@ mkdir -p "$OUT"
 export REGTRACK_HOME="$(mktemp -d)"
 status=0
 
-python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu.py 2>&1 | tee "$OUT/pytest-gpu.log" | tail -5 || status=1
+python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu.py tests/test_sglang_gpu.py 2>&1 | tee "$OUT/pytest-gpu.log" | tail -5 || status=1
 python3 scripts/probe_matrix.py --device cuda --dtype bfloat16 --flaky-seeds 20 --json "$OUT/probe-matrix.json" > "$OUT/probe-matrix.txt" 2>&1 || status=1
 tail -30 "$OUT/probe-matrix.txt"
 
