@@ -224,7 +224,7 @@ def test_commits_recorded_before_take_their_trees_from_the_store_not_from_git(re
             prober.record_commits(shas)  # the last two were never recorded: git must answer for them
 
 
-def fake_nvidia_smi(where: Path, answer: str = "NVIDIA H200, 9.0, 570.86.15", code: int = 0) -> Path:
+def fake_nvidia_smi(where: Path, answer: str = "NVIDIA H200, 9.0, 570.86.15, [N/A]", code: int = 0) -> Path:
     """An nvidia-smi that logs each call's arguments to ``where/calls`` and describes two GPUs."""
     bin_dir = where / "bin"
     bin_dir.mkdir(parents=True)
@@ -245,11 +245,11 @@ def test_a_gpu_is_told_by_one_nvidia_smi_call_for_the_device_the_first_worker_se
     assert told == replace(environment("cpu"), device="cuda", gpu_name="NVIDIA H200", compute_capability="9.0", driver="570.86.15")
     assert environment_told_by_nvidia_smi("cuda:1", "4,7") is not None
     calls = (tmp_path / "calls").read_text().splitlines()
-    assert calls == ["-i 1 --query-gpu=name,compute_cap,driver_version --format=csv,noheader", "-i 7 --query-gpu=name,compute_cap,driver_version --format=csv,noheader"]
+    assert calls == ["-i 1 --query-gpu=name,compute_cap,driver_version,mig.mode.current --format=csv,noheader", "-i 7 --query-gpu=name,compute_cap,driver_version,mig.mode.current --format=csv,noheader"]
     with LocalExecutor("cuda", log_dir=tmp_path / "logs", gpu_told_by_nvidia_smi=True) as executor:
         assert executor.environment() == told
         assert executor.clients[0].pid is None, "no worker started"
-    assert (tmp_path / "calls").read_text().splitlines()[2:] == ["-L", "-i 0 --query-gpu=name,compute_cap,driver_version --format=csv,noheader"]
+    assert (tmp_path / "calls").read_text().splitlines()[2:] == ["-L", "-i 0 --query-gpu=name,compute_cap,driver_version,mig.mode.current --format=csv,noheader"]
 
 
 def test_a_gpu_is_not_told_in_this_process_unless_asked_and_unless_nvidia_smi_can(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -260,6 +260,8 @@ def test_a_gpu_is_not_told_in_this_process_unless_asked_and_unless_nvidia_smi_ca
         assert executor.predicts_environment()
         assert not executor.predicts_environment({"CUDA_VISIBLE_DEVICES": "1"}), "the target picks another GPU"
         assert not executor.predicts_environment({"PYTHONPATH": str(tmp_path)}), "the target moves Python"
+    monkeypatch.setenv("PATH", f"{fake_nvidia_smi(tmp_path / 'mig', answer='NVIDIA A100-SXM4-40GB, 8.0, 570.86.15, Enabled')}{os.pathsep}{os.environ['PATH']}")
+    assert environment_told_by_nvidia_smi("cuda", "0") is None, "a MIG slice is a worker's to name"
     monkeypatch.setenv("PATH", f"{fake_nvidia_smi(tmp_path / 'fails', code=9)}{os.pathsep}{os.environ['PATH']}")
     assert environment_told_by_nvidia_smi("cuda", "0") is None
     monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
@@ -278,4 +280,4 @@ def test_results_stored_on_the_cpu_never_answer_a_bisect_on_a_gpu(repo: GitRepo,
     imported, _, err = cli_output(tmp_path, *args, "--device", "cuda")
     assert (imported["code"], imported["sqlalchemy"]) == (2, True), err
     assert "--device cuda" in err.strip().splitlines()[-1]
-    assert "--query-gpu=name,compute_cap,driver_version" in (tmp_path / "smi" / "calls").read_text()
+    assert "--query-gpu=name,compute_cap,driver_version,mig.mode.current" in (tmp_path / "smi" / "calls").read_text()

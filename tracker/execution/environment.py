@@ -51,14 +51,14 @@ def environment(device: str) -> EnvironmentInfo:
 def environment_told_by_nvidia_smi(device: str, visible_devices: str | None) -> EnvironmentInfo | None:
     """What a worker started with ``CUDA_VISIBLE_DEVICES=visible_devices`` (None: this process's)
     would report for a CUDA ``device``, told in this process by one nvidia-smi call instead of a
-    worker that imports torch and opens the GPU. The name and compute capability are the driver's
-    answer either way; where nvidia-smi words them otherwise than torch (a MIG slice), the
-    fingerprint matches no stored result and nothing is answered from it. None when nvidia-smi
-    cannot describe that GPU."""
-    fields = _nvidia_smi("name,compute_cap,driver_version", _smi_index(device, visible_devices))
-    if len(fields) != 3:
+    worker that imports torch and opens the GPU. Name and compute capability are the driver's
+    answer either way. A GPU in MIG mode is not told: nvidia-smi names the whole GPU where torch
+    names the slice, and results of the whole GPU must not answer for a slice. None then, and
+    when nvidia-smi cannot describe that GPU."""
+    fields = _nvidia_smi("name,compute_cap,driver_version,mig.mode.current", _smi_index(device, visible_devices))
+    if len(fields) != 4 or fields[3] == "Enabled":
         return None
-    name, capability, driver = fields
+    name, capability, driver, _ = fields
     return replace(environment("cpu"), device=device, gpu_name=name, compute_capability=capability, driver=driver)
 
 
