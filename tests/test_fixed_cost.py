@@ -1,9 +1,9 @@
 """What a command that finds everything stored costs: no worker started; neither torch, alembic,
 SQLAlchemy nor GitPython imported. A CPU worker's environment is predicted in the parent, and
 checked against each worker that does start before it runs anything; for a bisect that reads the
-store, a GPU's is told by nvidia-smi. A bisect answered from the
-store alone is the same answer as the session that stored it, and one that needs a run makes it
-over the full store, showing each step once."""
+store, a GPU's is told by nvidia-smi. A bisect answered from the store alone is the same answer as
+the session that stored it, and one that needs a run makes it over the full store, showing each
+step once."""
 
 from __future__ import annotations
 
