@@ -224,8 +224,8 @@ def test_commits_recorded_before_take_their_trees_from_the_store_not_from_git(re
             prober.record_commits(shas)  # the last two were never recorded: git must answer for them
 
 
-def fake_nvidia_smi(where: Path, answer: str = "NVIDIA H200, 9.0, 570.86.15, [N/A]", code: int = 0) -> Path:
-    """An nvidia-smi that logs each call's arguments to ``where/calls`` and describes two GPUs."""
+def fake_nvidia_smi(monkeypatch: pytest.MonkeyPatch, where: Path, answer: str = "NVIDIA H200, 9.0, 570.86.15, [N/A]", code: int = 0) -> None:
+    """First on PATH: an nvidia-smi that logs each call's arguments to ``where/calls`` and describes two GPUs."""
     bin_dir = where / "bin"
     bin_dir.mkdir(parents=True)
     script = bin_dir / "nvidia-smi"
@@ -235,11 +235,11 @@ def fake_nvidia_smi(where: Path, answer: str = "NVIDIA H200, 9.0, 570.86.15, [N/
         f'*) echo "{answer}";; esac\nexit {code}\n'
     )
     script.chmod(0o755)
-    return bin_dir
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
 
 
 def test_a_gpu_is_told_by_one_nvidia_smi_call_for_the_device_the_first_worker_sees(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PATH", f"{fake_nvidia_smi(tmp_path)}{os.pathsep}{os.environ['PATH']}")
+    fake_nvidia_smi(monkeypatch, tmp_path)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     told = environment_told_by_nvidia_smi("cuda", "1")
     assert told == replace(environment("cpu"), device="cuda", gpu_name="NVIDIA H200", compute_capability="9.0", driver="570.86.15")
@@ -253,16 +253,16 @@ def test_a_gpu_is_told_by_one_nvidia_smi_call_for_the_device_the_first_worker_se
 
 
 def test_a_gpu_is_not_told_in_this_process_unless_asked_and_unless_nvidia_smi_can(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PATH", f"{fake_nvidia_smi(tmp_path / 'works')}{os.pathsep}{os.environ['PATH']}")
+    fake_nvidia_smi(monkeypatch, tmp_path / "works")
     with LocalExecutor("cuda", log_dir=tmp_path / "logs") as executor:
         assert not executor.predicts_environment(), "only a command that reads the store asks"
     with LocalExecutor("cuda", log_dir=tmp_path / "logs", gpu_told_by_nvidia_smi=True) as executor:
         assert executor.predicts_environment()
         assert not executor.predicts_environment({"CUDA_VISIBLE_DEVICES": "1"}), "the target picks another GPU"
         assert not executor.predicts_environment({"PYTHONPATH": str(tmp_path)}), "the target moves Python"
-    monkeypatch.setenv("PATH", f"{fake_nvidia_smi(tmp_path / 'mig', answer='NVIDIA A100-SXM4-40GB, 8.0, 570.86.15, Enabled')}{os.pathsep}{os.environ['PATH']}")
+    fake_nvidia_smi(monkeypatch, tmp_path / "mig", answer="NVIDIA A100-SXM4-40GB, 8.0, 570.86.15, Enabled")
     assert environment_told_by_nvidia_smi("cuda", "0") is None, "a MIG slice is a worker's to name"
-    monkeypatch.setenv("PATH", f"{fake_nvidia_smi(tmp_path / 'fails', code=9)}{os.pathsep}{os.environ['PATH']}")
+    fake_nvidia_smi(monkeypatch, tmp_path / "fails", code=9)
     assert environment_told_by_nvidia_smi("cuda", "0") is None
     monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
     assert environment_told_by_nvidia_smi("cuda", "0") is None
@@ -275,7 +275,7 @@ def test_results_stored_on_the_cpu_never_answer_a_bisect_on_a_gpu(repo: GitRepo,
     machine's worker refuses the device (torch sees no CUDA here)."""
     args = ("bisect", "--repo", str(repo.path), "--command", "sh check.sh", "--good", "HEAD~7", "--bad", "HEAD")
     assert cli(tmp_path, *args)["code"] == 1
-    monkeypatch.setenv("PATH", f"{fake_nvidia_smi(tmp_path / 'smi')}{os.pathsep}{os.environ['PATH']}")
+    fake_nvidia_smi(monkeypatch, tmp_path / "smi")
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     imported, _, err = cli_output(tmp_path, *args, "--device", "cuda")
     assert (imported["code"], imported["sqlalchemy"]) == (2, True), err

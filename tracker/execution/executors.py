@@ -159,12 +159,12 @@ class LocalExecutor:
         so no worker confirms the prediction, and one worded otherwise than a worker words it finds
         nothing stored, so the command runs in full and asks a worker."""
         env = {**self._env, **(env or {})}
-        if _moves_python(env) or (self.device != "cpu" and (not self.gpu_told_by_nvidia_smi or "CUDA_VISIBLE_DEVICES" in env)):
+        cpu = self.device == "cpu"
+        if _moves_python(env) or not (cpu or (self.gpu_told_by_nvidia_smi and "CUDA_VISIBLE_DEVICES" not in env)):
             return None
         if self._predicted is None:
             from tracker.execution.environment import environment, environment_told_by_nvidia_smi
 
-            cpu = self.device == "cpu"
             self._predicted = environment(self.device) if cpu else environment_told_by_nvidia_smi(self.device, self._first_gpu)
         return self._predicted
 
