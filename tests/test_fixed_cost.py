@@ -1,7 +1,8 @@
 """What a command that finds everything stored costs: no worker started; neither torch, alembic,
-SQLAlchemy nor GitPython imported. A CPU worker's environment is predicted in the parent, and
-checked against each worker that does start before it runs anything; for a bisect that reads the
-store, a GPU's is told by nvidia-smi. A bisect answered from the store alone is the same answer as
+SQLAlchemy nor GitPython imported. A CPU worker's environment is predicted in the parent, a
+local GPU's is told by nvidia-smi, and each worker that does start reports its own before it runs
+anything: one on another stack stops the command, and one that words the GPU otherwise than
+nvidia-smi has the command measure again as the workers tell it. A bisect answered from the store alone is the same answer as
 the session that stored it, and one that needs a run makes it over the full store, showing each
 step once."""
 
@@ -255,11 +256,16 @@ def test_a_gpu_is_told_by_one_nvidia_smi_call_for_the_device_the_first_worker_se
 def test_a_gpu_is_not_told_in_this_process_unless_asked_and_unless_nvidia_smi_can(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake_nvidia_smi(monkeypatch, tmp_path / "works")
     with LocalExecutor("cuda", log_dir=tmp_path / "logs") as executor:
-        assert not executor.predicts_environment(), "only a command that reads the store asks"
+        assert not executor.predicts_environment(), "only a command that may find everything stored asks"
     with LocalExecutor("cuda", log_dir=tmp_path / "logs", gpu_told_by_nvidia_smi=True) as executor:
         assert executor.predicts_environment()
         assert not executor.predicts_environment({"CUDA_VISIBLE_DEVICES": "1"}), "the target picks another GPU"
         assert not executor.predicts_environment({"PYTHONPATH": str(tmp_path)}), "the target moves Python"
+        assert not executor.predicts_environment({"CUDA_DEVICE_ORDER": "FASTEST_FIRST"}), "CUDA counts otherwise than nvidia-smi"
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "FASTEST_FIRST")
+    with LocalExecutor("cuda", log_dir=tmp_path / "logs", gpu_told_by_nvidia_smi=True) as executor:
+        assert not executor.predicts_environment()
+    monkeypatch.delenv("CUDA_DEVICE_ORDER")
     fake_nvidia_smi(monkeypatch, tmp_path / "mig", answer="NVIDIA A100-SXM4-40GB, 8.0, 570.86.15, Enabled")
     assert environment_told_by_nvidia_smi("cuda", "0") is None, "a MIG slice is a worker's to name"
     fake_nvidia_smi(monkeypatch, tmp_path / "fails", code=9)
@@ -281,3 +287,37 @@ def test_results_stored_on_the_cpu_never_answer_a_bisect_on_a_gpu(repo: GitRepo,
     assert (imported["code"], imported["sqlalchemy"]) == (2, True), err
     assert "--device cuda" in err.strip().splitlines()[-1]
     assert "--query-gpu=name,compute_cap,driver_version,mig.mode.current" in (tmp_path / "smi" / "calls").read_text()
+
+
+def test_gpu_workers_count_the_gpus_as_nvidia_smi_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``nvidia-smi -L`` numbers GPUs in bus order and CUDA, by default, fastest first: each worker is
+    told the bus order, unless this process chose an order of its own."""
+    fake_nvidia_smi(monkeypatch, tmp_path / "smi")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+    with LocalExecutor("cuda", workers=2, log_dir=tmp_path / "logs") as executor:
+        assert [c._env for c in executor.clients] == [
+            {"CUDA_VISIBLE_DEVICES": "0", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"},
+            {"CUDA_VISIBLE_DEVICES": "1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"},
+        ]
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "FASTEST_FIRST")
+    with LocalExecutor("cuda", log_dir=tmp_path / "logs") as executor:
+        assert executor.clients[0]._env["CUDA_DEVICE_ORDER"] == "FASTEST_FIRST"
+
+
+def test_workers_on_different_stacks_stop_the_command_before_the_second_runs_a_job(repo: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As on a host with GPUs of two kinds: the first worker asked sets the stack results are stored
+    under, and a second worker that reports another (here its Python finds another torch) stops the
+    command at its first job, which it does not run."""
+    fake = tmp_path / "other-torch"
+    (fake / "torch-0.0.1.dist-info").mkdir(parents=True)
+    (fake / "torch-0.0.1.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 0.0.1\n")
+    monkeypatch.setenv("REGTRACK_HOME", str(tmp_path / "home"))
+    spec = command_spec("check", ["sh", "-c", f"touch {tmp_path / 'ran'}"], repo.path)
+    job = Job("check", "command", str(tmp_path), "cpu", "float32", 0, source=spec.to_json(), code_hash=resolve(spec).code_hash, timeout_s=30)
+    with LocalExecutor(workers=2, log_dir=tmp_path / "logs") as executor:
+        first = executor.environment({"PYTHONPATH": str(PROJECT_ROOT)})  # moves Python: a worker is asked
+        assert first.torch != "0.0.1" and executor.clients[0].pid is not None
+        with pytest.raises(UsageError, match=r"the probe workers run on different stacks .*torch 0\.0\.1"):
+            executor.run_many([replace(job, env={"PYTHONPATH": f"{fake}{os.pathsep}{PROJECT_ROOT}"})])  # the next idle worker is the second
+    assert not (tmp_path / "ran").exists()

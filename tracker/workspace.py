@@ -54,8 +54,10 @@ class ExecutionOptions:
         return self.executor_kind or config.kind
 
     def executor(self, config: ExecutorConfig | None = None, *, gpu_told_by_nvidia_smi: bool = False) -> Executor:
-        """The executor these options and ``config`` name; ``gpu_told_by_nvidia_smi`` only for a
-        command that reads the store (see ``LocalExecutor.predicts_environment``)."""
+        """The executor these options and ``config`` name. ``gpu_told_by_nvidia_smi``: a local GPU's
+        stack is told by nvidia-smi, not by a worker, for a command that may find every result
+        stored; where a worker then words it otherwise, ``EnvironmentRefuted`` (see
+        ``LocalExecutor.environment``)."""
         from tracker.execution.executors import LocalExecutor
 
         configured = config or ExecutorConfig()

@@ -3,6 +3,7 @@ per GPU or CPU slot (``tracker.execution.ray_executor`` has the one on a Ray clu
 
 from __future__ import annotations
 
+import enum
 import os
 import queue
 import subprocess
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 
 KEEP_LOGS = 32
 DEFAULT_TIMEOUT_S = 300.0
+PCI_ORDER = "PCI_BUS_ID"
 
 
 class Executor(Protocol):
@@ -52,7 +54,7 @@ class LocalExecutor:
     """W worker processes on this machine, started lazily; each runs one job at a time.
 
     With ``device="cuda"`` worker i sees only the i-th visible GPU (``CUDA_VISIBLE_DEVICES``,
-    wrapping around when there are more workers than GPUs). CPU workers split the cores between them.
+    wrapping around when there are more workers than GPUs, counted as nvidia-smi counts them). CPU workers split the cores between them.
     An exception or Ctrl-C in ``run_iter`` kills every worker; the executor is closed after that.
     ``timeout_s`` None (no ``--timeout``) lets each target's own timeout stand (``case_timeout``).
     """
@@ -77,9 +79,11 @@ class LocalExecutor:
         self.timeout_s = timeout_s
         self._env = dict(env or {})
         self.gpu_told_by_nvidia_smi = gpu_told_by_nvidia_smi
-        self._predicted: EnvironmentInfo | None = None
+        self._expected: EnvironmentInfo | None = None
+        """The stack results are stored under: predicted in this process, or the first worker's report."""
+        self._told_by: Teller | None = None
         self._confirmed: set[int] = set()
-        """The slots whose worker reported the predicted environment."""
+        """The slots whose worker reported the expected environment."""
         log_dir = log_dir or default_log_dir()
         _prune_logs(log_dir, KEEP_LOGS)
         gpus = _visible_gpus() if device == "cuda" else []
@@ -133,17 +137,17 @@ class LocalExecutor:
 
         On the CPU a worker is this interpreter with its installed distributions, so unless the
         variables change where Python finds them this process answers without starting one (most of
-        a command that finds everything stored); a GPU's stack is told so only where the executor is
-        made for a command that reads the store (``gpu_told_by_nvidia_smi``). The answer is a
-        prediction: each worker that starts for a job reports its own first, and one that differs stops
-        the command before it runs anything.
+        a command that finds everything stored); a local GPU's stack is told by nvidia-smi where the
+        executor is made to (``gpu_told_by_nvidia_smi``). Otherwise the first worker asked answers.
+        Either way each worker that starts for a job reports its own stack before it runs anything,
+        and one that differs stops the command (``_confirm``).
         """
         predicted = self._predict(env)
         if predicted is not None:
             return predicted
         client = self._idle.get()
         try:
-            return client.environment(self.device, env)
+            return self._confirm(client, env)
         finally:
             self._idle.put(client)
 
@@ -153,20 +157,21 @@ class LocalExecutor:
 
     def _predict(self, env: Mapping[str, str] | None) -> EnvironmentInfo | None:
         """This process's answer for the workers' stack, where it can give one: on the CPU, and on a
-        GPU where ``gpu_told_by_nvidia_smi`` allows it and nvidia-smi describes the first worker's.
-
-        Only a command that reads the store asks for the GPU's (``stored_bisect``): it runs nothing,
-        so no worker confirms the prediction, and one worded otherwise than a worker words it finds
-        nothing stored, so the command runs in full and asks a worker."""
+        GPU where ``gpu_told_by_nvidia_smi`` allows it and nvidia-smi describes the first worker's."""
         env = {**self._env, **(env or {})}
         cpu = self.device == "cpu"
-        if _moves_python(env) or not (cpu or (self.gpu_told_by_nvidia_smi and "CUDA_VISIBLE_DEVICES" not in env)):
+        if self._told_by is Teller.WORKER or _moves_python(env):
             return None
-        if self._predicted is None:
+        if not (cpu or (self.gpu_told_by_nvidia_smi and _counts_gpus_as_nvidia_smi(env))):
+            return None
+        if self._expected is None:
             from tracker.execution.environment import environment, environment_told_by_nvidia_smi
 
-            self._predicted = environment(self.device) if cpu else environment_told_by_nvidia_smi(self.device, self._first_gpu)
-        return self._predicted
+            predicted = environment(self.device) if cpu else environment_told_by_nvidia_smi(self.device, self._first_gpu)
+            if predicted is None:
+                return None
+            self._expected, self._told_by = predicted, Teller.THIS_PROCESS if cpu else Teller.NVIDIA_SMI
+        return self._expected
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
@@ -176,24 +181,61 @@ class LocalExecutor:
     def _run_one(self, job: Job, timeout_s: float) -> JobResult:
         client = self._idle.get()
         try:
-            self._confirm_prediction(client, job)
+            self._confirm(client, job.env)
             return client.run(job, timeout_s if job.timeout_s is None else job.timeout_s + SELF_TIMED_GRACE_S)
         finally:
             self._idle.put(client)
 
 
-    def _confirm_prediction(self, client: WorkerClient, job: Job) -> None:
+    def _confirm(self, client: WorkerClient, env: Mapping[str, str] | None) -> EnvironmentInfo:
+        """The stack of ``client``'s worker, asked once. Where this process predicted none, the first
+        report is the stack results are stored under; a worker on another stack stops the command
+        before it runs anything."""
         slot = self.clients.index(client)
-        if self._predicted is None or slot in self._confirmed:
-            return
-        reported = client.environment(self.device, job.env)
-        if reported != self._predicted:
-            raise UsageError(
-                f"the probe worker reports another environment ({reported.fingerprint}: torch {reported.torch}, "
-                f"python {reported.python}) than regtrack ({self._predicted.fingerprint}: torch {self._predicted.torch}, "
-                f"python {self._predicted.python}); run regtrack with the interpreter its workers use"
-            )
+        if self._expected is not None and slot in self._confirmed:
+            return self._expected
+        reported = client.environment(self.device, env)
+        if self._expected is None:
+            self._expected, self._told_by = reported, Teller.WORKER
+        elif reported != self._expected:
+            raise self._differs(reported)
         self._confirmed.add(slot)
+        return reported
+
+    def _differs(self, reported: EnvironmentInfo) -> Exception:
+        """What stops a command whose worker reports ``reported``, not the expected stack."""
+        expected, told_by = self._expected, self._told_by
+        assert expected is not None
+        if told_by is Teller.NVIDIA_SMI:
+            return EnvironmentRefuted(f"the probe worker describes the GPU as {_gpu_of(reported)}, nvidia-smi as {_gpu_of(expected)}")
+        if told_by is Teller.THIS_PROCESS:
+            return UsageError(
+                f"the probe worker reports another environment ({reported.fingerprint}: torch {reported.torch}, "
+                f"python {reported.python}) than regtrack ({expected.fingerprint}: torch {expected.torch}, "
+                f"python {expected.python}); run regtrack with the interpreter its workers use"
+            )
+        return UsageError(
+            f"the probe workers run on different stacks ({_gpu_of(expected)}, torch {expected.torch}; "
+            f"{_gpu_of(reported)}, torch {reported.torch}); give them GPUs of one kind with CUDA_VISIBLE_DEVICES, or pass --workers 1"
+        )
+
+
+class Teller(enum.Enum):
+    """Who told the stack a ``LocalExecutor``'s results are stored under."""
+
+    THIS_PROCESS = "this process"
+    NVIDIA_SMI = "nvidia-smi"
+    WORKER = "worker"
+
+
+class EnvironmentRefuted(Exception):
+    """A worker describes its GPU otherwise than nvidia-smi did, before any job ran. What the command
+    looked up so far it looked up under nvidia-smi's description, so it measures again with an
+    executor whose workers tell their stack (``tracker.cli.probing.told_by_workers_if_refuted``)."""
+
+
+def _gpu_of(env: EnvironmentInfo) -> str:
+    return f"{env.gpu_name or 'no GPU'} (compute capability {env.compute_capability or 'none'}, driver {env.driver or 'none'})"
 
 
 def _moves_python(env: Mapping[str, str]) -> bool:
@@ -201,9 +243,18 @@ def _moves_python(env: Mapping[str, str]) -> bool:
     return any(name.startswith("PYTHON") or name == "VIRTUAL_ENV" for name in env)
 
 
+def _counts_gpus_as_nvidia_smi(env: Mapping[str, str]) -> bool:
+    """Whether the first worker's GPU is the one nvidia-smi names by the executor's count: the
+    target's variables pick no GPU of their own, and CUDA counts GPUs in nvidia-smi's order."""
+    order = env.get("CUDA_DEVICE_ORDER", os.environ.get("CUDA_DEVICE_ORDER", PCI_ORDER))
+    return "CUDA_VISIBLE_DEVICES" not in env and order == PCI_ORDER
+
+
 def _slot_env(slot: int, workers: int, gpus: list[str]) -> dict[str, str]:
+    """A GPU worker's GPU, counted as nvidia-smi counts them (bus order, where CUDA's own puts the
+    fastest first) unless this process says otherwise; a CPU worker's share of the cores."""
     if gpus:
-        return {"CUDA_VISIBLE_DEVICES": gpus[slot % len(gpus)]}
+        return {"CUDA_VISIBLE_DEVICES": gpus[slot % len(gpus)], "CUDA_DEVICE_ORDER": os.environ.get("CUDA_DEVICE_ORDER", PCI_ORDER)}
     if workers > 1 and "OMP_NUM_THREADS" not in os.environ:
         return {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // workers))}
     return {}
