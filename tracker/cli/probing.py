@@ -11,8 +11,9 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import asdict
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -35,18 +36,34 @@ from tracker.cli.app import (
 )
 from tracker.core.errors import UsageError
 from tracker.core.verdicts import Verdict
+from tracker.execution.executors import EnvironmentRefuted
 from tracker.report.ci import exit_status, write_reports
 from tracker.scan import Scanner
 from tracker.search.strategies import STRATEGIES, StrategyName
 from tracker.search.transitions import State
 from tracker.stored_bisect import answer_from_store
-from tracker.track import record_scan, run_track, track_lock
+from tracker.scan import ScanReport
+from tracker.track import TrackResult, record_scan, run_track, track_lock
 from tracker.workspace import ExecutionOptions, Workspace
+
+T = TypeVar("T")
 
 COMMAND_HELP = (
     "A command line to probe with instead, as for git bisect run (exit 0 good, 125 untestable, 1-127 bad, "
     "a signal or 128+ a crash); split like a shell would, never run through one; over the whole repository, no config needed."
 )
+
+
+def told_by_workers_if_refuted(measure: Callable[[bool], T]) -> T:
+    """``measure(True)``: a local GPU's stack told by nvidia-smi, so that a command that finds every
+    result stored starts no worker. Where the first worker to start words the GPU otherwise, nothing
+    has run yet and what was looked up was looked up under nvidia-smi's words: ``measure(False)``
+    measures again, every stack told by the workers."""
+    try:
+        return measure(True)
+    except EnvironmentRefuted as refuted:
+        err.print(f"regtrack: {refuted}; measuring again with the workers' description")
+        return measure(False)
 
 
 def command_probe(ws: Workspace[Any], command: str, probe_names: tuple[str, ...]) -> Probe:
@@ -66,19 +83,10 @@ def run(revs: tuple[str, ...], probe_names: tuple[str, ...], command: str | None
     """Run probes at REVS (stored results are reused); exit 1 if any revision is bad, else 3 if
     some revision could not be judged by any probe (every verdict untestable)."""
     options = execution_settings(**execution)
-    with workspace(repo, target) as ws, options.executor(ws.config.executor) as executor:
+    with workspace(repo, target) as ws:
         shas = [ws.repo.resolve(rev) for rev in revs]
-        rows = []
         probes = [command_probe(ws, command, probe_names)] if command is not None else ws.probes(probe_names)
-        with progress.Reporter(err, "run") as reporter:
-            for probe in probes:
-                prober = ws.prober(probe, executor, "run", options.seed)
-                trees = prober.record_commits(shas)
-                for sha in shas:
-                    reporter.doing(f"{probe.name} at {sha[:12]}")
-                    started = time.perf_counter()
-                    rows.append(render.measurement_row(ws.store.commit(prober.repo_id, sha), probe.name, prober.measure(sha, trees[sha])))
-                    reporter.step(progress.run_tick(len(rows), len(shas) * len(probes), rows[-1], time.perf_counter() - started))
+        rows = told_by_workers_if_refuted(lambda told: measured_rows(ws, probes, shas, options, told))
     if as_json:
         emit_json(rows)
     else:
@@ -123,6 +131,21 @@ def bisect(ctx: click.Context, good: str | None, bad: str | None, find_fix: bool
     else:
         out.print(render.bisect_summary(report))
     sys.exit(1 if report.culprit or report.candidates else 0)
+
+
+def measured_rows(ws: Workspace[Any], probes: list[Probe], shas: list[str], options: ExecutionOptions, gpu_told_by_nvidia_smi: bool) -> list[dict[str, Any]]:
+    """``run``'s table: each probe at each commit."""
+    rows: list[dict[str, Any]] = []
+    with options.executor(ws.config.executor, gpu_told_by_nvidia_smi=gpu_told_by_nvidia_smi) as executor, progress.Reporter(err, "run") as reporter:
+        for probe in probes:
+            prober = ws.prober(probe, executor, "run", options.seed)
+            trees = prober.record_commits(shas)
+            for sha in shas:
+                reporter.doing(f"{probe.name} at {sha[:12]}")
+                started = time.perf_counter()
+                rows.append(render.measurement_row(ws.store.commit(prober.repo_id, sha), probe.name, prober.measure(sha, trees[sha])))
+                reporter.step(progress.run_tick(len(rows), len(shas) * len(probes), rows[-1], time.perf_counter() - started))
+    return rows
 
 
 def bisect_probe(ws: Workspace[Any], command: str | None, probe_name: str | None) -> Probe:
@@ -177,18 +200,29 @@ def bisect_session(
 def scan(range_spec: str, probe_names: tuple[str, ...], max_samples: int, confirm: int, repo: Path | None, target: str | None, as_json: bool, **execution: Any) -> None:
     """Every transition of each probe along RANGE (A..B, or B for its whole first-parent line)."""
     options = execution_settings(**execution)
-    with workspace(repo, target) as ws, options.executor(ws.config.executor) as executor:
+    with workspace(repo, target) as ws:
         line = ws.repo.line(range_spec)
-        probers = [ws.prober(p, executor, "scan", options.seed) for p in ws.probes(probe_names)]
-        with progress.Reporter(err, "scan") as reporter:
-            steps = progress.scan_steps(reporter, progress.stored_subjects(ws.store, probers[0].repo_id))
-            report = Scanner(ws.repo, probers, max_samples, confirm, progress=steps).scan(line)
-        record_scan(ws, probers[0].repo_id, report)
+        probes = ws.probes(probe_names)
+        report = told_by_workers_if_refuted(lambda told: scanned(ws, probes, line, max_samples, confirm, options, told))
     if as_json:
         emit_json(report.to_json())
     else:
         out.print(render.scan_summary(report))
     sys.exit(1 if any(p.states and p.states[-1] is State.BAD for p in report.probes) else 0)
+
+
+def scanned(
+    ws: Workspace[Any], probes: list[Probe], line: list[str], max_samples: int, confirm: int,
+    options: ExecutionOptions, gpu_told_by_nvidia_smi: bool,
+) -> ScanReport:  # fmt: skip
+    """``scan``'s report of ``line``, its transitions recorded."""
+    with options.executor(ws.config.executor, gpu_told_by_nvidia_smi=gpu_told_by_nvidia_smi) as executor:
+        probers = [ws.prober(p, executor, "scan", options.seed) for p in probes]
+        with progress.Reporter(err, "scan") as reporter:
+            steps = progress.scan_steps(reporter, progress.stored_subjects(ws.store, probers[0].repo_id))
+            report = Scanner(ws.repo, probers, max_samples, confirm, progress=steps).scan(line)
+    record_scan(ws, probers[0].repo_id, report)
+    return report
 
 
 @main.command()
@@ -204,14 +238,22 @@ def track(branch: str | None, out_dir: Path | None, wait: bool, probe_names: tup
     the head: exit 1 if a probe fails at the head, else 3 if no probe could judge it."""
     options = execution_settings(**execution)
     with workspace(repo, target) as ws:
-        with track_lock(ws.store, ws.repo.path, ws.target.name, wait), options.executor(ws.config.executor) as executor:
-            probers = [ws.prober(p, executor, "track", options.seed) for p in ws.probes(probe_names)]
-            with progress.Reporter(err, "track") as reporter:
-                steps = progress.scan_steps(reporter, progress.stored_subjects(ws.store, probers[0].repo_id))
-                result = run_track(ws, branch or ws.target.branch, executor, options.seed, probers, steps)
+        probes = ws.probes(probe_names)
+        with track_lock(ws.store, ws.repo.path, ws.target.name, wait):
+            result = told_by_workers_if_refuted(lambda told: tracked(ws, branch or ws.target.branch, probes, options, told))
         reports = write_reports(result, out_dir or data_dir() / "reports" / ws.target.name, ws.repo.path)
     if as_json:
         emit_json(result.to_json())
     else:
         out.print(render.track_summary(result, reports))
     sys.exit(result.exit_status)
+
+
+def tracked(ws: Workspace[Any], branch: str, probes: list[Probe], options: ExecutionOptions, gpu_told_by_nvidia_smi: bool) -> TrackResult:
+    """``track``'s result. Its scan measures every commit it records a transition of, the head
+    included, so a worker that refutes nvidia-smi does so before anything is recorded."""
+    with options.executor(ws.config.executor, gpu_told_by_nvidia_smi=gpu_told_by_nvidia_smi) as executor:
+        probers = [ws.prober(p, executor, "track", options.seed) for p in probes]
+        with progress.Reporter(err, "track") as reporter:
+            steps = progress.scan_steps(reporter, progress.stored_subjects(ws.store, probers[0].repo_id))
+            return run_track(ws, branch, executor, options.seed, probers, steps)
