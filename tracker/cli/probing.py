@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import asdict
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -38,11 +38,10 @@ from tracker.core.errors import UsageError
 from tracker.core.verdicts import Verdict
 from tracker.execution.executors import EnvironmentRefuted
 from tracker.report.ci import exit_status, write_reports
-from tracker.scan import Scanner
+from tracker.scan import ScanReport, Scanner
 from tracker.search.strategies import STRATEGIES, StrategyName
 from tracker.search.transitions import State
 from tracker.stored_bisect import answer_from_store
-from tracker.scan import ScanReport
 from tracker.track import TrackResult, record_scan, run_track, track_lock
 from tracker.workspace import ExecutionOptions, Workspace
 

@@ -54,7 +54,8 @@ class LocalExecutor:
     """W worker processes on this machine, started lazily; each runs one job at a time.
 
     With ``device="cuda"`` worker i sees only the i-th visible GPU (``CUDA_VISIBLE_DEVICES``,
-    wrapping around when there are more workers than GPUs, counted as nvidia-smi counts them). CPU workers split the cores between them.
+    counted as nvidia-smi counts them, wrapping around when there are more workers than GPUs). CPU
+    workers split the cores between them.
     An exception or Ctrl-C in ``run_iter`` kills every worker; the executor is closed after that.
     ``timeout_s`` None (no ``--timeout``) lets each target's own timeout stand (``case_timeout``).
     """
