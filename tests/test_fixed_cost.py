@@ -1,10 +1,10 @@
 """What a command that finds everything stored costs: no worker started; neither torch, alembic,
-SQLAlchemy nor GitPython imported. A CPU worker's environment is predicted in the parent, a
-local GPU's is told by nvidia-smi, and each worker that does start reports its own before it runs
-anything: one on another stack stops the command, and one that words the GPU otherwise than
-nvidia-smi has the command measure again as the workers tell it. A bisect answered from the store alone is the same answer as
-the session that stored it, and one that needs a run makes it over the full store, showing each
-step once."""
+SQLAlchemy nor GitPython imported. A CPU worker's environment is predicted in the parent, a local
+GPU's is told by nvidia-smi, and each worker that does start reports its own before it runs
+anything: one on another stack stops the command (one that words the GPU otherwise than nvidia-smi
+has the command measure again as the workers tell it, checked on the GPU in test_sglang_gpu). A
+bisect answered from the store alone is the same answer as the session that stored it, and one
+that needs a run makes it over the full store, showing each step once."""
 
 from __future__ import annotations
 
