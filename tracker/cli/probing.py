@@ -36,7 +36,7 @@ from tracker.cli.app import (
 )
 from tracker.core.errors import UsageError
 from tracker.core.verdicts import Verdict
-from tracker.execution.executors import EnvironmentRefuted
+from tracker.execution.executors import EnvironmentRefuted, Executor
 from tracker.report.ci import exit_status, write_reports
 from tracker.scan import ScanReport, Scanner
 from tracker.search.strategies import STRATEGIES, StrategyName
@@ -53,16 +53,18 @@ COMMAND_HELP = (
 )
 
 
-def told_by_workers_if_refuted(measure: Callable[[bool], T]) -> T:
-    """``measure(True)``: a local GPU's stack told by nvidia-smi, so that a command that finds every
-    result stored starts no worker. Where the first worker to start words the GPU otherwise, nothing
-    has run yet and what was looked up was looked up under nvidia-smi's words: ``measure(False)``
-    measures again, every stack told by the workers."""
+def told_by_workers_if_refuted(ws: Workspace[Any], options: ExecutionOptions, measure: Callable[[Executor], T]) -> T:
+    """``measure`` with an executor that takes a local GPU's stack from nvidia-smi, so that a command
+    that finds every result stored starts no worker. Where the first worker to start words the GPU
+    otherwise, nothing has run yet and what was looked up was looked up under nvidia-smi's words:
+    ``measure`` again, with an executor whose workers tell every stack."""
     try:
-        return measure(True)
+        with options.executor(ws.config.executor, gpu_told_by_nvidia_smi=True) as executor:
+            return measure(executor)
     except EnvironmentRefuted as refuted:
         err.print(f"regtrack: {refuted}; measuring again with the workers' description")
-        return measure(False)
+        with options.executor(ws.config.executor) as executor:
+            return measure(executor)
 
 
 def command_probe(ws: Workspace[Any], command: str, probe_names: tuple[str, ...]) -> Probe:
@@ -85,7 +87,7 @@ def run(revs: tuple[str, ...], probe_names: tuple[str, ...], command: str | None
     with workspace(repo, target) as ws:
         shas = [ws.repo.resolve(rev) for rev in revs]
         probes = [command_probe(ws, command, probe_names)] if command is not None else ws.probes(probe_names)
-        rows = told_by_workers_if_refuted(lambda told: measured_rows(ws, probes, shas, options, told))
+        rows = told_by_workers_if_refuted(ws, options, lambda executor: measured_rows(ws, probes, shas, options, executor))
     if as_json:
         emit_json(rows)
     else:
@@ -132,10 +134,10 @@ def bisect(ctx: click.Context, good: str | None, bad: str | None, find_fix: bool
     sys.exit(1 if report.culprit or report.candidates else 0)
 
 
-def measured_rows(ws: Workspace[Any], probes: list[Probe], shas: list[str], options: ExecutionOptions, gpu_told_by_nvidia_smi: bool) -> list[dict[str, Any]]:
+def measured_rows(ws: Workspace[Any], probes: list[Probe], shas: list[str], options: ExecutionOptions, executor: Executor) -> list[dict[str, Any]]:
     """``run``'s table: each probe at each commit."""
     rows: list[dict[str, Any]] = []
-    with options.executor(ws.config.executor, gpu_told_by_nvidia_smi=gpu_told_by_nvidia_smi) as executor, progress.Reporter(err, "run") as reporter:
+    with progress.Reporter(err, "run") as reporter:
         for probe in probes:
             prober = ws.prober(probe, executor, "run", options.seed)
             trees = prober.record_commits(shas)
@@ -202,7 +204,7 @@ def scan(range_spec: str, probe_names: tuple[str, ...], max_samples: int, confir
     with workspace(repo, target) as ws:
         line = ws.repo.line(range_spec)
         probes = ws.probes(probe_names)
-        report = told_by_workers_if_refuted(lambda told: scanned(ws, probes, line, max_samples, confirm, options, told))
+        report = told_by_workers_if_refuted(ws, options, lambda executor: scanned(ws, probes, line, max_samples, confirm, options, executor))
     if as_json:
         emit_json(report.to_json())
     else:
@@ -212,14 +214,13 @@ def scan(range_spec: str, probe_names: tuple[str, ...], max_samples: int, confir
 
 def scanned(
     ws: Workspace[Any], probes: list[Probe], line: list[str], max_samples: int, confirm: int,
-    options: ExecutionOptions, gpu_told_by_nvidia_smi: bool,
+    options: ExecutionOptions, executor: Executor,
 ) -> ScanReport:  # fmt: skip
     """``scan``'s report of ``line``, its transitions recorded."""
-    with options.executor(ws.config.executor, gpu_told_by_nvidia_smi=gpu_told_by_nvidia_smi) as executor:
-        probers = [ws.prober(p, executor, "scan", options.seed) for p in probes]
-        with progress.Reporter(err, "scan") as reporter:
-            steps = progress.scan_steps(reporter, progress.stored_subjects(ws.store, probers[0].repo_id))
-            report = Scanner(ws.repo, probers, max_samples, confirm, progress=steps).scan(line)
+    probers = [ws.prober(p, executor, "scan", options.seed) for p in probes]
+    with progress.Reporter(err, "scan") as reporter:
+        steps = progress.scan_steps(reporter, progress.stored_subjects(ws.store, probers[0].repo_id))
+        report = Scanner(ws.repo, probers, max_samples, confirm, progress=steps).scan(line)
     record_scan(ws, probers[0].repo_id, report)
     return report
 
@@ -239,7 +240,7 @@ def track(branch: str | None, out_dir: Path | None, wait: bool, probe_names: tup
     with workspace(repo, target) as ws:
         probes = ws.probes(probe_names)
         with track_lock(ws.store, ws.repo.path, ws.target.name, wait):
-            result = told_by_workers_if_refuted(lambda told: tracked(ws, branch or ws.target.branch, probes, options, told))
+            result = told_by_workers_if_refuted(ws, options, lambda executor: tracked(ws, branch or ws.target.branch, probes, options, executor))
         reports = write_reports(result, out_dir or data_dir() / "reports" / ws.target.name, ws.repo.path)
     if as_json:
         emit_json(result.to_json())
@@ -248,11 +249,10 @@ def track(branch: str | None, out_dir: Path | None, wait: bool, probe_names: tup
     sys.exit(result.exit_status)
 
 
-def tracked(ws: Workspace[Any], branch: str, probes: list[Probe], options: ExecutionOptions, gpu_told_by_nvidia_smi: bool) -> TrackResult:
+def tracked(ws: Workspace[Any], branch: str, probes: list[Probe], options: ExecutionOptions, executor: Executor) -> TrackResult:
     """``track``'s result. Its scan measures every commit it records a transition of, the head
     included, so a worker that refutes nvidia-smi does so before anything is recorded."""
-    with options.executor(ws.config.executor, gpu_told_by_nvidia_smi=gpu_told_by_nvidia_smi) as executor:
-        probers = [ws.prober(p, executor, "track", options.seed) for p in probes]
-        with progress.Reporter(err, "track") as reporter:
-            steps = progress.scan_steps(reporter, progress.stored_subjects(ws.store, probers[0].repo_id))
-            return run_track(ws, branch, executor, options.seed, probers, steps)
+    probers = [ws.prober(p, executor, "track", options.seed) for p in probes]
+    with progress.Reporter(err, "track") as reporter:
+        steps = progress.scan_steps(reporter, progress.stored_subjects(ws.store, probers[0].repo_id))
+        return run_track(ws, branch, executor, options.seed, probers, steps)

@@ -3,7 +3,6 @@ per GPU or CPU slot (``tracker.execution.ray_executor`` has the one on a Ray clu
 
 from __future__ import annotations
 
-import enum
 import os
 import queue
 import subprocess
@@ -82,7 +81,8 @@ class LocalExecutor:
         self.gpu_told_by_nvidia_smi = gpu_told_by_nvidia_smi
         self._expected: EnvironmentInfo | None = None
         """The stack results are stored under: predicted in this process, or the first worker's report."""
-        self._told_by: Teller | None = None
+        self._reported_by_worker = False
+        """Whether ``_expected`` is a worker's report, not this process's prediction."""
         self._confirmed: set[int] = set()
         """The slots whose worker reported the expected environment."""
         log_dir = log_dir or default_log_dir()
@@ -161,7 +161,7 @@ class LocalExecutor:
         GPU where ``gpu_told_by_nvidia_smi`` allows it and nvidia-smi describes the first worker's."""
         env = {**self._env, **(env or {})}
         cpu = self.device == "cpu"
-        if self._told_by is Teller.WORKER or _moves_python(env):
+        if self._reported_by_worker or _moves_python(env):
             return None
         if not (cpu or (self.gpu_told_by_nvidia_smi and _counts_gpus_as_nvidia_smi(env))):
             return None
@@ -171,7 +171,7 @@ class LocalExecutor:
             predicted = environment(self.device) if cpu else environment_told_by_nvidia_smi(self.device, self._first_gpu)
             if predicted is None:
                 return None
-            self._expected, self._told_by = predicted, Teller.THIS_PROCESS if cpu else Teller.NVIDIA_SMI
+            self._expected = predicted
         return self._expected
 
     def close(self) -> None:
@@ -187,7 +187,6 @@ class LocalExecutor:
         finally:
             self._idle.put(client)
 
-
     def _confirm(self, client: WorkerClient, env: Mapping[str, str] | None) -> EnvironmentInfo:
         """The stack of ``client``'s worker, asked once. Where this process predicted none, the first
         report is the stack results are stored under; a worker on another stack stops the command
@@ -197,7 +196,7 @@ class LocalExecutor:
             return self._expected
         reported = client.environment(self.device, env)
         if self._expected is None:
-            self._expected, self._told_by = reported, Teller.WORKER
+            self._expected, self._reported_by_worker = reported, True
         elif reported != self._expected:
             raise self._differs(reported)
         self._confirmed.add(slot)
@@ -205,28 +204,20 @@ class LocalExecutor:
 
     def _differs(self, reported: EnvironmentInfo) -> Exception:
         """What stops a command whose worker reports ``reported``, not the expected stack."""
-        expected, told_by = self._expected, self._told_by
+        expected = self._expected
         assert expected is not None
-        if told_by is Teller.NVIDIA_SMI:
-            return EnvironmentRefuted(f"the probe worker describes the GPU as {_gpu_of(reported)}, nvidia-smi as {_gpu_of(expected)}")
-        if told_by is Teller.THIS_PROCESS:
+        if self._reported_by_worker:
             return UsageError(
-                f"the probe worker reports another environment ({reported.fingerprint}: torch {reported.torch}, "
-                f"python {reported.python}) than regtrack ({expected.fingerprint}: torch {expected.torch}, "
-                f"python {expected.python}); run regtrack with the interpreter its workers use"
+                f"the probe workers run on different stacks ({_gpu_of(expected)}, torch {expected.torch}; "
+                f"{_gpu_of(reported)}, torch {reported.torch}); give them GPUs of one kind with CUDA_VISIBLE_DEVICES, or pass --workers 1"
             )
+        if self.device != "cpu":
+            return EnvironmentRefuted(f"the probe worker describes the GPU as {_gpu_of(reported)}, nvidia-smi as {_gpu_of(expected)}")
         return UsageError(
-            f"the probe workers run on different stacks ({_gpu_of(expected)}, torch {expected.torch}; "
-            f"{_gpu_of(reported)}, torch {reported.torch}); give them GPUs of one kind with CUDA_VISIBLE_DEVICES, or pass --workers 1"
+            f"the probe worker reports another environment ({reported.fingerprint}: torch {reported.torch}, "
+            f"python {reported.python}) than regtrack ({expected.fingerprint}: torch {expected.torch}, "
+            f"python {expected.python}); run regtrack with the interpreter its workers use"
         )
-
-
-class Teller(enum.Enum):
-    """Who told the stack a ``LocalExecutor``'s results are stored under."""
-
-    THIS_PROCESS = "this process"
-    NVIDIA_SMI = "nvidia-smi"
-    WORKER = "worker"
 
 
 class EnvironmentRefuted(Exception):
