@@ -177,20 +177,33 @@ def label(scenario: Scenario) -> str:
     return f"| {n} | {q:.0%} | {'no culprit' if a is None else f'{a:g}'} |"
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def simulation_options(description: str | None) -> argparse.ArgumentParser:
+    """The options of every simulation on these oracles: seed, trials per row, quick, processes."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--trials", type=int, default=None, help="trials per row (default 100, quick 12)")
     parser.add_argument("--quick", action="store_true", help="a fast smoke run")
     parser.add_argument("--jobs", type=int, default=2)
+    return parser
+
+
+def anchor_installed(script: str) -> bool:
+    """Whether git-bayesect can be imported; if not, says how to install it."""
+    if importlib.util.find_spec("git_bayesect") is None:
+        print(f"{script}: the anchor git-bayesect is not installed; pip install -e '.[bench]' (or pip install git-bayesect)", file=sys.stderr)
+        return False
+    return True
+
+
+def main() -> int:
+    parser = simulation_options(__doc__)
     parser.add_argument("--max-runs", type=int, default=None, help="budget of auto/bayes (default 3000, quick 200: the slowest rows need more than 1,000)")
     parser.add_argument("--hard-weight", type=float, default=None, help="BayesianSearch hard_weight (default: its own)")
     parser.add_argument("--after-prior", type=float, nargs=2, default=None, help="BayesianSearch after_prior a b")
     parser.add_argument("--intermittent-margin", type=float, default=None, help="BayesianSearch intermittent_margin")
     parser.add_argument("--guard-after-prior", type=float, nargs=2, default=None, help="BayesianSearch guard_after_prior a b (2 1: the search's own)")
     args = parser.parse_args()
-    if importlib.util.find_spec("git_bayesect") is None:
-        print("sim_bisect: the anchor git-bayesect is not installed; pip install -e '.[bench]' (or pip install git-bayesect)", file=sys.stderr)
+    if not anchor_installed("sim_bisect"):
         return 2
     model: dict[str, object] = {}
     if args.hard_weight is not None:

@@ -25,9 +25,6 @@ for more than the information in the runs gives, whatever the search.
 
 from __future__ import annotations
 
-import argparse
-import importlib.util
-import sys
 import time
 from multiprocessing import Pool
 
@@ -114,14 +111,8 @@ def anchor_trial(args: tuple[int, Scenario, int, int]) -> tuple[Scenario, bool, 
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--trials", type=int, default=None, help="trials per row (default 100, quick 12)")
-    parser.add_argument("--quick", action="store_true", help="a fast smoke run")
-    parser.add_argument("--jobs", type=int, default=2)
-    args = parser.parse_args()
-    if importlib.util.find_spec("git_bayesect") is None:
-        print("sim_frontier: the anchor git-bayesect is not installed; pip install -e '.[bench]' (or pip install git-bayesect)", file=sys.stderr)
+    args = sim.simulation_options(__doc__).parse_args()
+    if not sim.anchor_installed("sim_frontier"):
         return 2
     trials = args.trials or (12 if args.quick else 100)
     max_runs = 200 if args.quick else 3000
