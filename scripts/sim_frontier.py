@@ -18,9 +18,11 @@ information), and stops when one culprit holds the confidence. It is a yardstick
 
 For each setting of weights and confidence it prints the target lines met, as sim_bisect counts
 them for auto and bayes: 10 hard-breakage lines (n = 128 and 1,024, flakes 1-30 %) and 24
-intermittent ones (rates 0.8 and 0.5, flakes 0-30 %). A setting that meets the hard lines and
-not the intermittent ones, or the reverse, at every weight and confidence, says the targets ask
-for more than the information in the runs gives, whatever the search.
+intermittent ones (rates 0.8 and 0.5, flakes 0-30 %). Where every setting that meets the hard
+lines misses the intermittent ones, and the reverse, the targets pull apart even for a search
+told the model; a real search, which must learn the rates from the same runs, has less to go on.
+(The yardstick's choice of index is greedy and its stop one threshold, so this is a measurement,
+not a proof.)
 """
 
 from __future__ import annotations
