@@ -35,7 +35,6 @@ import numpy as np
 import sim_bisect as sim
 from sim_bisect import ANCHOR, Scenario
 
-AFTER_RATES = (1.0, 0.8, 0.5)
 # (prior weights of the after-culprit rates 1.0 : 0.8 : 0.5, confidence): from leaning on a hard
 # breakage to treating the three alike.
 SETTINGS = (
@@ -59,9 +58,10 @@ class ExactModelSearch:
 
     def __init__(self, n: int, flake: float, weights: tuple[float, ...], confidence: float, max_runs: int) -> None:
         self.n, self.flake, self.confidence, self.max_runs = n, flake, confidence, max_runs
-        self.rates = np.array(AFTER_RATES)
+        self.rates = np.array(sim.AFTERS)
         prior = np.array(weights) / sum(weights) / n
         self.log_posterior = np.tile(np.log(prior), (n, 1))  # row c - 1, column: the rate
+        self.posterior = np.tile(prior, (n, 1))
         self.runs = 0
 
     def record(self, j: int, failed: bool) -> None:
@@ -70,17 +70,15 @@ class ExactModelSearch:
         rate = np.clip(np.where(culprit_at_or_before, self.rates[None, :], self.flake), 1e-15, 1 - 1e-15)
         self.log_posterior += np.log(rate if failed else 1 - rate)
         self.log_posterior -= self.log_posterior.max()
-
-    def posterior(self) -> np.ndarray:
         p = np.exp(self.log_posterior)
-        return p / p.sum()
+        self.posterior = p / p.sum()
 
     def done(self) -> bool:
-        return self.runs >= self.max_runs or self.posterior().sum(axis=1).max() >= self.confidence
+        return self.runs >= self.max_runs or self.posterior.sum(axis=1).max() >= self.confidence
 
     def next_index(self) -> int:
         """The index j in 0..n whose run has the most expected information about (culprit, rate)."""
-        p = self.posterior()
+        p = self.posterior
         # Mass of culprits c <= j, per rate, for j = 0..n (none at or before the good end).
         at_or_before = np.vstack([np.zeros((1, len(self.rates))), np.cumsum(p, axis=0)])
         before_mass = 1 - at_or_before.sum(axis=1)
@@ -89,7 +87,7 @@ class ExactModelSearch:
         return int(np.argmax(binary_entropy(fail) - expected))
 
     def culprit(self) -> int:
-        return int(self.posterior().sum(axis=1).argmax()) + 1
+        return int(self.posterior.sum(axis=1).argmax()) + 1
 
 
 def exact_trial(args: tuple[int, Scenario, int, int, tuple[float, ...], float]) -> tuple[Scenario, tuple[float, ...], float, bool, int]:
@@ -119,7 +117,7 @@ def main() -> int:
     trials = args.trials or (12 if args.quick else 100)
     max_runs = 200 if args.quick else 3000
     hard = [(n, q, 1.0) for n in sim.SIZES for q in sim.HARD_LOW_FLAKES + sim.HARD_HIGH_FLAKES]
-    intermittent = [(n, q, a) for n in sim.SIZES for a in AFTER_RATES[1:] for q in sim.FLAKES]
+    intermittent = [(n, q, a) for n in sim.SIZES for a in sim.AFTERS[1:] for q in sim.FLAKES]
     started = time.time()
     exact: dict[tuple[Scenario, tuple[float, ...], float], list[tuple[bool, int]]] = {}
     anchor: dict[Scenario, list[tuple[bool, int]]] = {}
@@ -145,8 +143,8 @@ def main() -> int:
     print("|---:|---:|---:|" + "---|" * (len(SETTINGS) + 1))
     for scenario in hard + intermittent:
         cells = [stats(exact[(scenario, w, c)]) for w, c in SETTINGS]
-        known = f"{stats(anchor[scenario])[0]:.2f} / {stats(anchor[scenario])[1]:.1f}" if scenario in anchor else ""
-        print(sim.label(scenario) + " " + " | ".join(f"{a:.2f} / {m:.1f}" for a, m in cells) + f" | {known} |")
+        anchor_cell = "{:.2f} / {:.1f}".format(*stats(anchor[scenario])) if scenario in anchor else ""
+        print(sim.label(scenario) + " " + " | ".join(f"{a:.2f} / {m:.1f}" for a, m in cells) + f" | {anchor_cell} |")
     print()
     print("| weights @ confidence | hard-breakage lines met | intermittent lines met |")
     print("|---|---:|---:|")
