@@ -11,11 +11,12 @@ from tracker.search.protocol import StrategyAnswer, check_k
 class AutoSearch:
     """The default: plain bisection while the verdicts are consistent, Bayesian once they are not.
 
-    Binary phase: :class:`BinarySearch` (k-ary for several workers), then one confirmation rerun
-    of the boundary it found: of the culprit (the first bad index) when the probe may flake, since
-    a false failure is what sends a bisection astray, or, when history says the probe never flakes
-    (``flake_rate_prior == 0``), of the last good index, since only a false pass (an intermittent
-    bug) can. So a deterministic range costs at most ceil(log2 n) + 1 runs, n = size - 1.
+    Binary phase: :class:`BinarySearch` (k-ary for several workers). Where history shows the probe
+    flaking, though too rarely for the Bayesian search (``0 < flake_rate_prior <= flaky_threshold``),
+    one confirmation rerun of the culprit follows, since a false failure is what sends a bisection
+    astray. Where history shows no flake (no history, or a rate of 0) the search trusts its results
+    as ``git bisect`` does until they contradict: a range costs at most ceil(log2 n) runs,
+    n = size - 1.
 
     It switches to :class:`BayesianSearch`, replaying every verdict so far, when a contradiction
     appears: an index both GOOD and BAD (a rerun or a stored result disagrees), a BAD before a
@@ -64,9 +65,13 @@ class AutoSearch:
         for index, verdict in self.runs:
             self.bayes.record(index, verdict)
 
+    @property
+    def confirms(self) -> bool:
+        """Whether the culprit is rerun once before it is named: the history shows flakes."""
+        return self.flake_rate_prior is not None and self.flake_rate_prior > 0
+
     def _confirm_index(self) -> int:
-        low, high = self.binary.bounds()
-        return low if self.flake_rate_prior == 0 else high
+        return self.binary.bounds()[1]
 
     def record(self, index: int, verdict: Verdict) -> None:
         if not 0 <= index < self.size:
@@ -104,9 +109,11 @@ class AutoSearch:
         return self._budget_spent() or (self.binary.done() and self._confirmed())
 
     def _confirmed(self) -> bool:
-        """The boundary to confirm has two verdicts (they agree, or the search would have switched),
-        whenever they came: a stored result and a fresh one confirm it as well as a rerun. At an
-        end of the range the caller's word is the first."""
+        """No confirmation is asked for, or the culprit has two verdicts (they agree, or the search
+        would have switched), whenever they came: a stored result and a fresh one confirm it as
+        well as a rerun. At an end of the range the caller's word is the first."""
+        if not self.confirms:
+            return True
         confirm = self._confirm_index()
         given = confirm in (0, self.size - 1)
         return given + sum(index == confirm for index, _ in self.runs) >= 2
