@@ -16,6 +16,7 @@ from gitrepo import START, GitRepo, git, git_env
 from tracker.demo.history import DemoManifest, build_demo_history
 from tracker.core.errors import UsageError
 from tracker.targets.revisions import Repo, paths_key, pr_number, reverted_sha
+from tracker.targets.snapshots import SnapshotCache
 
 
 @pytest.fixture(scope="module")
@@ -178,6 +179,29 @@ def test_good_on_a_merged_branch(small: GitRepo) -> None:
         repo.first_parent_range("side", "main")
 
 
+def test_good_deep_in_a_merged_branch_names_the_merge_it_came_in_through(tmp_path: Path) -> None:
+    """main: c0 - c1 - c2 - M - c3 - c4, M merging side: s1 - s2 - s3 (forked at c1)."""
+    work = GitRepo(tmp_path / "work")
+    work.commit("c0", {"a.py": "0\n"})
+    work.commit("c1", {"a.py": "1\n"})
+    work.git("branch", "side")
+    work.commit("c2", {"a.py": "2\n"})
+    work.checkout("side")
+    side = [work.commit(f"s{i}", {f"s{i}.py": f"{i}\n"}) for i in (1, 2, 3)]
+    work.checkout("main")
+    merge = work.merge("side", "Merge side")
+    work.commit("c3", {"a.py": "3\n"})
+    bad = work.commit("c4", {"a.py": "4\n"})
+    repo = Repo(work.path)
+    for good in side:
+        with pytest.raises(UsageError) as caught:
+            repo.first_parent_range(good, "main")
+        assert str(caught.value) == (
+            f"good {good} is not on the first-parent line of bad {bad} (it came in through merge {merge}); "
+            f"pick a good commit on that line, such as {merge}^1"
+        )
+
+
 def test_first_parent_range_across_merges_on_the_demo(demo: tuple[Repo, DemoManifest]) -> None:
     repo, manifest = demo
     line = first_parent_line(repo)
@@ -307,3 +331,24 @@ def test_bulk_queries_are_one_process_each(tmp_path: Path) -> None:
     elapsed = time.perf_counter() - started
     assert len(infos) == len(hashes) == len(shas) >= 3000
     assert elapsed < 3.0
+
+
+def test_a_repositorys_fsmonitor_hook_does_not_run_during_regtracks_git_calls(tmp_path: Path) -> None:
+    marker = tmp_path / "fsmonitor-ran"
+    hook = tmp_path / "fsmonitor.sh"
+    hook.write_text(f'#!/bin/sh\necho "$@" >> {marker}\nexit 1\n')
+    hook.chmod(0o755)
+    work = GitRepo(tmp_path / "work")
+    work.commit("c0", {"backend/a.py": "a = 0\n"})
+    work.commit("c1", {"backend/a.py": "a = 1\n"})
+    work.git("config", "core.fsmonitor", str(hook))
+    git(work.path, "diff-tree", "-p", "HEAD~1", "HEAD", "--", "backend")
+    assert marker.exists(), "the hook runs for a plain git diff-tree"
+    marker.unlink()
+    repo = Repo(work.path)
+    assert repo.first_parent_range("HEAD~1", "HEAD") == [work.head()]
+    assert repo.patch_id("HEAD", ("backend",)) is not None
+    repo.commit_infos(["HEAD", "HEAD~1"])
+    repo.listing("HEAD", ("backend",))
+    SnapshotCache(tmp_path / "cache").materialise(repo, "HEAD", ("backend",))
+    assert not marker.exists(), marker.read_text()

@@ -142,7 +142,8 @@ def test_modes_symlinks_and_submodules_as_committed(tmp_path: Path) -> None:
     }
     assert stat.S_IMODE(snapshot.stat().st_mode) == 0o555
     manifest = json.loads(manifest_path(snapshot).read_text())
-    assert set(manifest) == {f"backend/{name}" for name in ("a.py", "run.sh", "link.py", "deep/b.py", "deep/up")}
+    files = {f"backend/{name}" for name in ("a.py", "run.sh", "link.py", "deep/b.py", "deep/up")}
+    assert set(manifest) == files | {"backend", "backend/deep", "backend/vendor"}
     info = (backend / "run.sh").stat()
     assert manifest["backend/run.sh"] == [info.st_size, info.st_mtime_ns, info.st_mode]
 
@@ -323,12 +324,14 @@ def snapshot(tmp_path: Path) -> Path:
     return SnapshotCache(tmp_path / "cache").materialise(Repo(work.path), "HEAD", BACKEND)
 
 
-def test_modified_file_sees_edits_and_deletions_but_not_new_files(snapshot: Path) -> None:
+def test_modified_file_sees_edits_deletions_and_new_files(snapshot: Path) -> None:
     backend = snapshot / "backend"
     assert modified_file(snapshot) is None
     with writable(backend):
-        (backend / "new.py").write_text("cache\n")
         (backend / "__pycache__").mkdir()
+    assert modified_file(snapshot) == "backend/__pycache__"
+    with writable(backend):
+        (backend / "__pycache__").rmdir()
     assert modified_file(snapshot) is None
     with writable(backend):
         (backend / "run.sh").unlink()

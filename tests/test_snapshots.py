@@ -89,11 +89,8 @@ def test_commits_with_the_same_target_tree_share_a_snapshot(work: GitRepo, tmp_p
     repo = Repo(work.path)
     older = cache.materialise(repo, "HEAD~1", BACKEND)
     inode = older.stat().st_ino
-    (older / "backend").chmod(0o755)
-    (older / "backend" / "marker").write_text("built once")
     newer = cache.materialise(repo, "HEAD", BACKEND)
     assert newer == older and newer.stat().st_ino == inode
-    assert (newer / "backend" / "marker").read_text() == "built once"
     assert older.name.startswith(repo.tree_hash("HEAD", BACKEND))
     assert len(cache.snapshots()) == 1
 

@@ -27,7 +27,7 @@ from tracker.core.verdicts import Verdict
 from tracker.measure import Measurement, Prober
 from tracker.search.pairing import Pair, pair_transitions
 from tracker.search.transitions import Kind, State, find_transitions, group_runs
-from tracker.targets.revisions import Repo
+from tracker.targets.revisions import FETCH_MORE, Repo, cut_at
 
 MAX_SAMPLES = 64
 CONFIRM_RUNS = 2
@@ -237,6 +237,13 @@ class Scanner:
         for group in sorted(g for g in sides if states[g] is State.BAD):
             while states[group] is State.BAD and attempts(group) < 1 + confirm:
                 measure(group, rerun=True)
+
+
+def history_cut_warning(repo: Repo, line: Sequence[str]) -> str | None:
+    """One line when ``line`` reaches where a shallow clone's history is cut, so that its scan is not
+    taken for one of the whole history."""
+    cut = repo.history_cut(line)
+    return f"{cut_at(cut)}: the commits before it are missing, so the scan starts there; {FETCH_MORE}" if cut else None
 
 
 def state_of(verdicts: list[Verdict]) -> State:

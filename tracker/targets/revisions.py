@@ -26,7 +26,8 @@ REVERTS = re.compile(r"^This reverts commit ([0-9a-f]{40}(?:[0-9a-f]{24})?)\b", 
 LOG_FIELDS = ("%H", "%P", "%an", "%ae", "%at", "%s", "%B")
 ROOT_PATH = "."
 # Settings given on every git command line, so that no user or repository config changes what
-# regtrack parses: colour codes, signature checks, quoting and diff prefixes all alter the output.
+# regtrack parses (colour codes, signature checks, quoting and diff prefixes all alter the output)
+# or runs a program of the repository's (a core.fsmonitor hook runs on diff-tree).
 NEUTRAL_CONFIG = (
     "color.ui=never",
     "log.showSignature=false",
@@ -34,9 +35,10 @@ NEUTRAL_CONFIG = (
     "diff.noprefix=false",
     "diff.mnemonicPrefix=false",
     "diff.relative=false",
+    "core.fsmonitor=false",
 )
-# Environment variables that reach into git's diff and paging machinery whatever the config says.
 UNSET_ENVIRONMENT = ("GIT_EXTERNAL_DIFF", "GIT_PAGER", "GIT_DIFF_OPTS")
+FETCH_MORE = "fetch more history with `git fetch --deepen N` or `git fetch --unshallow`"
 
 
 def pr_number(subject: str) -> int | None:
@@ -77,6 +79,7 @@ class Repo:
         self.path = top
         self._commits: set[str] = set()
         """Full SHAs known to name commits: an object never changes, so each is asked of git once."""
+        self._cut: tuple[str, ...] | None = None
 
     def __repr__(self) -> str:
         return f"Repo({str(self.path)!r})"
@@ -112,14 +115,39 @@ class Repo:
         if len(oldest) < 2 or oldest[1] != good_sha:
             # asked only now: on a good range the line's oldest commit shows good is an ancestor
             if not self.is_ancestor(good_sha, bad_sha):
-                fix = "swap good and bad" if self.is_ancestor(bad_sha, good_sha) else "pick a good commit from bad's history"
-                raise UsageError(f"good {good_sha} is not an ancestor of bad {bad_sha}; {fix}")
-            merged_by = oldest[0] if oldest else bad_sha
+                raise UsageError(self._not_an_ancestor(good_sha, bad_sha))
+            merged_by = self._merge_bringing(good_sha, bad_sha)
             raise UsageError(
                 f"good {good_sha} is not on the first-parent line of bad {bad_sha} (it came in through merge "
                 f"{merged_by}); pick a good commit on that line, such as {merged_by}^1"
             )
         return self._listed([line.split(maxsplit=1)[0] for line in lines])
+
+    def _not_an_ancestor(self, good: str, bad: str) -> str:
+        if self.is_ancestor(bad, good):
+            return f"good {good} is not an ancestor of bad {bad}; swap good and bad"
+        if self.shallow_cut():
+            return f"good {good} is not an ancestor of bad {bad} here: {cut_at(self.shallow_cut())}; {FETCH_MORE}"
+        return f"good {good} is not an ancestor of bad {bad}; pick a good commit from bad's history"
+
+    def _merge_bringing(self, good: str, bad: str) -> str:
+        """The merge through which ``good``, an ancestor of ``bad`` off its first-parent line, came into
+        that line: the line's oldest commit that has ``good`` in its history."""
+        descendants = set(self._run("rev-list", "--ancestry-path", f"{good}..{bad}").split())
+        line = self._run("rev-list", "--first-parent", f"{good}..{bad}").split()
+        return next(sha for sha in reversed(line) if sha in descendants)
+
+    def shallow_cut(self) -> tuple[str, ...]:
+        """The commits where a shallow clone's history is cut (their parents were not fetched); none in a full clone."""
+        if self._cut is None:
+            shallow, where = self._run("rev-parse", "--is-shallow-repository", "--git-path", "shallow").splitlines()
+            self._cut = tuple(sorted((self.path / where).read_text().split())) if shallow == "true" else ()
+        return self._cut
+
+    def history_cut(self, line: Sequence[str]) -> list[str]:
+        """The commits of ``line`` where a shallow clone's history is cut: what is older is missing."""
+        cut = set(self.shallow_cut())
+        return [sha for sha in line if sha in cut]
 
     def first_parent_history(self, rev: str) -> list[str]:
         """Every commit on ``rev``'s first-parent line, oldest first."""
@@ -165,6 +193,24 @@ class Repo:
 
     def commit_info(self, sha: str) -> CommitInfo:
         return self.commit_infos([sha])[0]
+
+    def tracked(self, paths: Sequence[Path]) -> set[Path]:
+        """Those of ``paths`` (files of the work tree) that git tracks: a checkout changes them with
+        the revision, where an untracked file stays as it is."""
+        inside = [path for path in paths if path.is_relative_to(self.path)]
+        if not inside:
+            return set()
+        out = self._run_raw("ls-files", "-z", "--full-name", "--", *(str(path.relative_to(self.path)) for path in inside))
+        return {self.path / os.fsdecode(name) for name in out.split(b"\0") if name}
+
+    def current_branch(self) -> str | None:
+        """The branch checked out in the work tree; None when HEAD is detached."""
+        result = self._git("symbolic-ref", "--quiet", "--short", "HEAD")
+        return result.stdout.decode().strip() or None if result.returncode == 0 else None
+
+    def top_level_entries(self, rev: str) -> list[str]:
+        """The names of the files and directories at the root of ``rev``'s tree."""
+        return [os.fsdecode(name) for name in self._run_raw("ls-tree", "-z", "--name-only", self.resolve(rev)).split(b"\0") if name]
 
     def commit_infos(self, shas: Sequence[str]) -> list[CommitInfo]:
         """Metadata of each revision, in the order given, from one ``git log`` process."""
@@ -226,6 +272,8 @@ class Repo:
         without the ``^{commit}`` peel, so the name is asked again, alone."""
         if self._batch_answers([rev]) == [f"{rev} ambiguous"]:
             return f"ambiguous revision {rev!r} in {self.path}: it matches several objects; give more hex digits"
+        if self.shallow_cut():
+            return f"unknown revision {rev!r} in {self.path}: {cut_at(self.shallow_cut())}, so it may be older; {FETCH_MORE}"
         return f"unknown revision {rev!r} in {self.path}; check `git log`"
 
     def _batch_check(self, objects: Sequence[str]) -> list[tuple[str, str] | None]:
@@ -260,22 +308,31 @@ class Repo:
         return result.stdout
 
     def _git(self, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-        """Every git command regtrack runs goes through here, with the user's display and diff
-        settings neutralised (``NEUTRAL_CONFIG``, ``UNSET_ENVIRONMENT``)."""
-        settings = [part for setting in NEUTRAL_CONFIG for part in ("-c", setting)]
+        """A git command that reads the repository, run to its end."""
         return subprocess.run(
-            [git_executable(), *settings, *args],
+            git_command(*args),
             check=False,
             cwd=self.path,
-            env=_git_environment(),
+            env=git_environment(),
             input=stdin if stdin is not None else b"",
             capture_output=True,
         )
 
 
+def cut_at(commits: Sequence[str]) -> str:
+    return f"this shallow clone's history is cut at {', '.join(commits)}"
+
+
 def git_executable() -> str:
     """``git``, or the program ``$GIT_PYTHON_GIT_EXECUTABLE`` names (as GitPython honoured it)."""
     return os.environ.get("GIT_PYTHON_GIT_EXECUTABLE") or "git"
+
+
+def git_command(*args: str) -> list[str]:
+    """The command line of every git command regtrack runs: the user's display and diff settings and
+    hooks neutralised (``NEUTRAL_CONFIG``); run it with ``git_environment()``."""
+    settings = [part for setting in NEUTRAL_CONFIG for part in ("-c", setting)]
+    return [git_executable(), *settings, *args]
 
 
 def _work_tree(path: Path) -> tuple[bool, Path | None]:
@@ -284,8 +341,8 @@ def _work_tree(path: Path) -> tuple[bool, Path | None]:
     One ``git rev-parse``, so that finding the repository costs a process, not GitPython's imports."""
     try:
         found = subprocess.run(
-            [git_executable(), "rev-parse", "--is-bare-repository", "--show-toplevel"],
-            cwd=path, env=_git_environment(), capture_output=True, text=True, check=False,
+            git_command("rev-parse", "--is-bare-repository", "--show-toplevel"),
+            cwd=path, env=git_environment(), capture_output=True, text=True, check=False,
         )  # fmt: skip
     except (NotADirectoryError, FileNotFoundError, PermissionError):
         return False, None
@@ -295,7 +352,8 @@ def _work_tree(path: Path) -> tuple[bool, Path | None]:
     return False, Path(lines[1]) if found.returncode == 0 and len(lines) > 1 else None
 
 
-def _git_environment() -> dict[str, str]:
+def git_environment() -> dict[str, str]:
+    """Ours without ``UNSET_ENVIRONMENT``, which reach into git's diff and paging machinery whatever the config says."""
     return {key: value for key, value in os.environ.items() if key not in UNSET_ENVIRONMENT}
 
 

@@ -4,10 +4,10 @@ A snapshot with a setup is written into a private, writable scratch directory of
 command runs there (its working directory is the snapshot, stdin is /dev/null, stdout and stderr
 go to a log kept in the cache), never through a shell, with regtrack's environment plus the
 target's ``env``. Only then is the tree sealed read-only, its manifest taken (the setup's outputs
-included, so a probe that edits them is caught too) and the snapshot moved into place. Because it
-moves, a build must not depend on the absolute path it ran in: build in place (``make``,
-``python setup.py build_ext --inplace``) rather than install elsewhere something that points back
-at the tree (``pip install -e``).
+and directories included, so a probe that edits or adds to them is caught too) and the snapshot
+moved into place. Because it moves, a build must not depend on the absolute path it ran in: build
+in place (``make``, ``python setup.py build_ext --inplace``) rather than install elsewhere
+something that points back at the tree (``pip install -e``).
 
 A setup that fails (a status other than 0, or a program that cannot start) makes the revision
 untestable: each case of the tree is stored as an error signed ``setup failed: <last line of its
@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tracker.targets.snapshot_writer import Manifest
+from tracker.targets.snapshot_writer import Manifest, seal_directories, stat_row
 
 SETUP_FAILED = "setup failed"
 SIGNATURE_CHARS = 200
@@ -85,22 +85,19 @@ def unseal(tree: Path) -> None:
 
 def seal(tree: Path) -> Manifest:
     """Make ``tree`` read-only as the writer leaves a snapshot; the (size, mtime_ns, mode) of each of
-    its files and symlinks, whatever wrote them."""
+    its files, symlinks and directories, whatever wrote them."""
     manifest: Manifest = {}
-    directories = [str(tree)]
+    directories = []
     for directory, subdirectories, files in os.walk(tree):
         for name in subdirectories + files:
             path = os.path.join(directory, name)
             if os.path.isdir(path) and not os.path.islink(path):
-                directories.append(path)
+                directories.append(os.path.relpath(path, tree))
                 continue
             if not os.path.islink(path):
                 os.chmod(path, stat.S_IMODE(os.lstat(path).st_mode) & ~0o222)
-            info = os.lstat(path)
-            manifest[os.path.relpath(path, tree)] = (info.st_size, info.st_mtime_ns, info.st_mode)
-    for directory in reversed(directories):
-        os.chmod(directory, 0o555)
-    return manifest
+            manifest[os.path.relpath(path, tree)] = stat_row(path)
+    return {**manifest, **seal_directories(tree, directories)}
 
 
 def _status(code: int | None) -> str:

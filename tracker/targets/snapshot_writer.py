@@ -12,13 +12,13 @@ import enum
 import os
 import stat
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
 from tracker.core.errors import UsageError
-from tracker.targets.revisions import Repo, git_executable
+from tracker.targets.revisions import Repo, git_command, git_environment
 
 CHUNK = 1 << 20
 Manifest = dict[str, tuple[int, int, int]]
@@ -52,7 +52,7 @@ class Base:
 
 def write_tree(repo: Repo, sha: str, paths: Sequence[str], into: Path, base: Base | None = None) -> Manifest:
     """Write ``paths`` as they are at ``sha`` into the empty directory ``into`` and seal it; each written
-    file's and symlink's (size, mtime_ns, mode). Every name is checked before anything is written."""
+    file's, symlink's and directory's (size, mtime_ns, mode). Every name is checked before anything is written."""
     with _Objects(repo) as objects:
         writer = _Writer(repo, sha, objects)
         entries = [entry for path in _targets(paths) for entry in writer.plan(path)]
@@ -73,10 +73,68 @@ class _Shared:
             return None
         path = os.path.join(self.base.root, entry.path)
         try:
-            info = os.lstat(path)
+            row = stat_row(path)
         except OSError:
             return None
-        return path if (info.st_size, info.st_mtime_ns, info.st_mode) == tuple(self.base.manifest[entry.path]) else None
+        return path if row == tuple(self.base.manifest[entry.path]) else None
+
+
+def seal_directories(root: Path, directories: Sequence[str]) -> Manifest:
+    """Make ``root`` and its ``directories`` (relative paths, parents first) read-only; the manifest
+    rows of the directories, so that an entry created or removed in one is seen."""
+    for directory in reversed(directories):
+        os.chmod(os.path.join(root, directory), 0o555)
+    os.chmod(root, 0o555)
+    return {directory: stat_row(os.path.join(root, directory)) for directory in directories}
+
+
+def stat_row(path: str) -> tuple[int, int, int]:
+    """The (size, mtime_ns, mode) a manifest records of ``path`` (not followed when a symlink)."""
+    info = os.lstat(path)
+    return info.st_size, info.st_mtime_ns, info.st_mode
+
+
+def first_difference(root: Path, manifest: Mapping[str, Sequence[int]]) -> str | None:
+    """The first path under ``root`` that differs from ``manifest``; None when none does. A file or
+    symlink differs when its size, mtime or mode does, a directory when its mode does; an entry gone
+    differs, and so does one the manifest does not hold: a file or directory a case created (its
+    ``__pycache__`` too), which no later case may see. A manifest written before directories were
+    recorded misses them, so its snapshot differs and is rebuilt once.
+
+    Cheap enough to run before every case: one lstat per entry and one listing per directory, nothing read."""
+    listings: dict[str, set[str]] = {"": set()}
+    top = os.fspath(root)
+    for path, expected in manifest.items():
+        if _differs(f"{top}/{path}", expected):
+            return path
+        parent, _, name = path.rpartition("/")
+        listings.setdefault(parent, set()).add(name)
+        if stat.S_ISDIR(expected[2]):
+            listings.setdefault(path, set())
+    return _unrecorded(root, listings)
+
+
+def _differs(path: str, expected: Sequence[int]) -> bool:
+    try:
+        row = stat_row(path)
+    except OSError:
+        return True
+    if stat.S_ISDIR(expected[2]):
+        return row[2] != expected[2]  # its size and mtime move with its entries, which the listings name
+    return row != tuple(expected)
+
+
+def _unrecorded(root: Path, listings: dict[str, set[str]]) -> str | None:
+    """The first entry of a recorded directory that the manifest does not hold."""
+    for directory, names in listings.items():
+        try:
+            present = os.listdir(os.path.join(root, directory))
+        except OSError:
+            return directory or "."
+        extra = sorted(set(present) - names)
+        if extra:
+            return f"{directory}/{extra[0]}" if directory else extra[0]
+    return None
 
 
 def _targets(paths: Sequence[str]) -> list[tuple[str, ...]]:
@@ -125,13 +183,13 @@ class _Writer:
     def write(self, entries: list[Entry], into: Path) -> Manifest:
         """Directories and files first, then symlinks (so no write goes through one), then seal."""
         written: Manifest = {}
-        directories, links = [str(into)], []
+        directories, links = [], []
         for entry in dict.fromkeys(entries):
             target = os.path.join(into, entry.path)
             if entry.kind in (Kind.TREE, Kind.SUBMODULE):
                 if entry.path:
                     os.mkdir(target, 0o755)
-                    directories.append(target)
+                    directories.append(entry.path)
             elif entry.kind is Kind.SYMLINK:
                 links.append(entry)
             else:
@@ -140,9 +198,7 @@ class _Writer:
             written[entry.path] = self._write_link(entry, into)
         for entry in links:
             self._check_link(entry, into)
-        for directory in reversed(directories):
-            os.chmod(directory, 0o555)
-        return written
+        return {**written, **seal_directories(into, directories)}
 
     def _expand(self, top: Entry) -> list[Entry]:
         """``top`` and everything below it, each directory before its contents (the root itself left out)."""
@@ -194,8 +250,7 @@ class _Writer:
         if source is not None:
             try:
                 os.link(source, target, follow_symlinks=False)
-                info = os.lstat(target)
-                return info.st_size, info.st_mtime_ns, info.st_mode
+                return stat_row(target)
             except OSError:
                 pass  # another filesystem, or the link count is full: write it
         executable = entry.kind is Kind.EXECUTABLE
@@ -215,8 +270,7 @@ class _Writer:
             raise self._unsafe(entry.path, f"it is a symlink to {os.fsdecode(pointee)!r}, outside the snapshot")
         link = os.path.join(into, entry.path)
         os.symlink(os.fsdecode(pointee), link)
-        info = os.lstat(link)
-        return info.st_size, info.st_mtime_ns, info.st_mode
+        return stat_row(link)
 
     def _check_link(self, entry: Entry, into: Path) -> None:
         """Once every symlink exists, so that a chain of them cannot climb out unseen."""
@@ -239,8 +293,9 @@ class _Objects:
         self.repo = repo
         try:
             self.process = subprocess.Popen(
-                [git_executable(), "cat-file", "--batch"],
+                git_command("cat-file", "--batch"),
                 cwd=repo.path,
+                env=git_environment(),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,

@@ -1,10 +1,11 @@
 """Revisions materialised outside the user's checkout, cached by the tree hash of their target paths.
 
 A snapshot is written into a temporary directory inside the cache (``.tmp-<pid>-<random>``), made
-read-only, and renamed into place beside a manifest of its files, so a reader only ever sees complete
-snapshots. Root ignores permission bits, so every use checks the snapshot against its manifest and
-rebuilds one that a revision edited. A lock file orders installing and removing snapshots against
-readers: nobody sees a snapshot without its manifest, or loses one between checking it and using it.
+read-only, and renamed into place beside a manifest of its files and directories, so a reader only
+ever sees complete snapshots. Root ignores permission bits, so every use checks the snapshot against
+its manifest and rebuilds one that a revision changed (a file edited, created or removed). A lock
+file orders installing and removing snapshots against readers: nobody sees a snapshot without its
+manifest, or loses one between checking it and using it.
 
 A target's setup command (``tracker.targets.setup``) runs in the scratch directory before it is
 sealed; such a snapshot is named by its tree, paths and setup command, and is built by one process
@@ -31,7 +32,7 @@ from typing import NamedTuple
 from tracker.core.errors import UsageError
 from tracker.targets.revisions import Repo, paths_key, tree_hash_of
 from tracker.targets.setup import Setup, run_setup, seal, unseal
-from tracker.targets.snapshot_writer import Base, Manifest, write_tree
+from tracker.targets.snapshot_writer import Base, Manifest, first_difference, write_tree
 
 TEMP_PREFIX = ".tmp-"
 MANIFEST_SUFFIX = ".manifest"
@@ -96,7 +97,7 @@ class SnapshotCache:
                     self._recent[tuple(paths)] = (sha, target)
                     return target
             if setup is None:
-                self._build(repo, sha, paths, target, None, self._base(paths))
+                self._build(repo, sha, paths, target, None, self._base(paths, sha, target))
                 self._recent[tuple(paths)] = (sha, target)
             else:
                 with self._building(target):
@@ -110,9 +111,10 @@ class SnapshotCache:
         """Where the setup of ``snapshot`` (a path ``materialise`` returns or would) logs."""
         return self.root / SETUP_DIR / f"{snapshot.name}.log"
 
-    def _base(self, paths: Sequence[str]) -> Base | None:
-        """The snapshot of ``paths`` this cache handed out last, to share its unchanged files."""
-        recent = self._recent.get(tuple(paths))
+    def _base(self, paths: Sequence[str], sha: str, target: Path) -> Base | None:
+        """A snapshot whose unchanged files the new ``target`` shares: ``target`` itself when a case changed
+        it (the same tree, so all but what the case changed), else the one of ``paths`` handed out last."""
+        recent = (sha, target) if target.is_dir() else self._recent.get(tuple(paths))
         if recent is None:
             return None
         sha, snapshot = recent
@@ -165,12 +167,16 @@ class SnapshotCache:
         )
 
     def auto_gc(self) -> GcReport | None:
-        """``gc`` with the default bounds, at most once an hour per cache: for commands to call as they finish."""
+        """``gc`` with the default bounds, at most once an hour per cache: for commands to call as they finish.
+        A cache this process cannot write to is left as it is: the command's own work is done."""
         stamp = self.root / GC_STAMP
         if not self.root.is_dir() or (stamp.exists() and time.time() - stamp.stat().st_mtime < AUTO_GC_EVERY_S):
             return None
-        stamp.touch()
-        return self.gc(DEFAULT_MAX_BYTES, DEFAULT_MAX_AGE_S)
+        try:
+            stamp.touch()
+            return self.gc(DEFAULT_MAX_BYTES, DEFAULT_MAX_AGE_S)
+        except OSError:
+            return None
 
     def _reuse(self, target: Path) -> bool:
         if not target.is_dir() or modified_file(target) is not None:
@@ -278,21 +284,13 @@ def manifest_path(snapshot: Path) -> Path:
 
 
 def modified_file(snapshot: Path) -> str | None:
-    """The first file or symlink of ``snapshot`` whose size, mtime or mode differs from its manifest, or that
-    is gone; "." when the manifest is missing or unreadable; None when intact. New files do not count: they
-    are caches a probe wrote (``__pycache__``, ``.pytest_cache``), not the revision's files."""
+    """The first path of ``snapshot`` that differs from its manifest (``first_difference``: a file edited,
+    created or removed), or "." when the manifest is missing or unreadable; None when intact."""
     try:
         recorded = json.loads(manifest_path(snapshot).read_text())
     except (OSError, ValueError):
         return "."
-    for path, expected in recorded.items():
-        try:
-            info = os.lstat(snapshot / path)
-        except OSError:
-            return str(path)
-        if [info.st_size, info.st_mtime_ns, info.st_mode] != expected:
-            return str(path)
-    return None
+    return first_difference(snapshot, recorded)
 
 
 def remove_tree(path: Path) -> None:
