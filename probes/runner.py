@@ -6,6 +6,7 @@ import importlib.util
 import traceback
 import zlib
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from probes.api import (
     Case,
@@ -19,11 +20,60 @@ from probes.loader import revision
 
 UNTESTABLE_PREFIX = "import error"
 OUT_OF_MEMORY_PREFIX = "out of memory"
+CGROUP_MOUNT = Path("/sys/fs/cgroup")
+V2_OOM_COUNTERS = ((CGROUP_MOUNT, "memory.events"), (CGROUP_MOUNT / "unified", "memory.events"))
+V1_OOM_COUNTERS = ((CGROUP_MOUNT / "memory", "memory.oom_control"),)
+"""Where a cgroup's count of OOM kills may be (a mount, a file in the cgroup's directory under it):
+a line ``oom_kill N`` in each."""
 
 
-def sigkill_signature(what: str) -> str:
-    """A SIGKILL regtrack did not send (the OOM killer, most likely): untestable, said so."""
-    return f"{OUT_OF_MEMORY_PREFIX}: {what} killed by SIGKILL (the OOM killer, or a kill from outside)"
+def sigkill_signature(what: str, confirmed: bool) -> str:
+    """A SIGKILL regtrack did not send: untestable. Out of memory outright where the kernel counted
+    an OOM kill (``OomWatch``); otherwise likely, but it may be a ``kill -9`` from outside."""
+    if confirmed:
+        return f"{OUT_OF_MEMORY_PREFIX}: {what} killed by SIGKILL (the kernel's OOM killer)"
+    return f"{what} killed by SIGKILL, {OUT_OF_MEMORY_PREFIX}?"
+
+
+class OomWatch:
+    """The kernel's count of OOM kills in the cgroup ``pid`` (default: this process) runs in, read
+    now; ``rose()`` tells whether the OOM killer struck there since. Where no count can be read
+    (no cgroup filesystem, the root cgroup) it never rose."""
+
+    def __init__(self, pid: int | None = None) -> None:
+        self._counter = _oom_kill_counter(pid)
+        self._before = _oom_kills(self._counter)
+
+    def rose(self) -> bool:
+        after = _oom_kills(self._counter)
+        return self._before is not None and after is not None and after > self._before
+
+
+def _oom_kill_counter(pid: int | None) -> Path | None:
+    """The file counting OOM kills in ``pid``'s cgroup (v2, or v1's memory controller)."""
+    try:
+        lines = Path(f"/proc/{pid or 'self'}/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        candidates = V2_OOM_COUNTERS if not controllers else V1_OOM_COUNTERS if "memory" in controllers.split(",") else ()
+        for mount, name in candidates:
+            counter = mount / path.strip("/") / name
+            if counter.is_file():
+                return counter
+    return None
+
+
+def _oom_kills(counter: Path | None) -> int | None:
+    if counter is None:
+        return None
+    try:
+        lines = counter.read_text().splitlines()
+    except OSError:
+        return None
+    counts = [int(line.split()[1]) for line in lines if line.startswith("oom_kill ")]
+    return counts[0] if counts else None
 
 
 @dataclass(frozen=True)
@@ -74,6 +124,22 @@ def summarize(results: list[CaseResult]) -> ProbeResult:
     signatures = [r.result.signature for r in results if r.result.outcome is outcome and r.result.signature]
     signature = "; ".join(dict.fromkeys(signatures)) or None
     return ProbeResult(outcome, metrics, signature)
+
+
+def ended_case(exc: SystemExit | KeyboardInterrupt) -> ProbeResult:
+    """CRASH: a probe that tried to end the worker (``sys.exit``, ``SystemExit``, Ctrl-C) misbehaved
+    as surely as one that crashed it; run where no one can press Ctrl-C (a worker), so the
+    interrupt is the probe's own."""
+    if isinstance(exc, KeyboardInterrupt):
+        return ProbeResult(Outcome.CRASH, signature="probe raised KeyboardInterrupt", detail=_last_lines(exc))
+    return ProbeResult(Outcome.CRASH, signature=f"probe exited with status {_exit_status(exc)}", detail=_last_lines(exc))
+
+
+def _exit_status(exc: SystemExit) -> int:
+    """The status Python would exit with: none is 0, a message 1."""
+    if exc.code is None:
+        return 0
+    return exc.code if isinstance(exc.code, int) else 1
 
 
 def _untestable(exc: Exception, signature: str) -> ProbeResult:

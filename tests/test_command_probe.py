@@ -7,10 +7,14 @@ import json
 import os
 import shlex
 import signal
+import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
+from gitrepo import GitRepo
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -30,6 +34,8 @@ from probes.sources import (
     split_command,
 )
 from tracker.core.verdicts import Outcome
+from tracker.report.build import build_report
+from tracker.workspace import Workspace
 
 
 def sh(script: str, cwd: Path, timeout_s: float | None = None):
@@ -42,11 +48,14 @@ def sh(script: str, cwd: Path, timeout_s: float | None = None):
         ("exit 0", Outcome.PASS, None),
         ("exit 1", Outcome.FAIL, "exit 1"),
         ("exit 127", Outcome.FAIL, "exit 127"),
-        ("exit 125", Outcome.ERROR, "exit 125 (untestable)"),
+        ("exit 125", Outcome.SKIP, "exit 125 (untestable)"),
         ("kill -SEGV $$", Outcome.CRASH, "killed by SIGSEGV"),
+        ("kill -TERM $$", Outcome.CRASH, "killed by SIGTERM"),
         ("exit 139", Outcome.CRASH, "exit 139 (128 + SIGSEGV)"),
+        ("exit 143", Outcome.CRASH, "exit 143 (128 + SIGTERM)"),
         ("exit 255", Outcome.CRASH, "exit 255"),
-        ("kill -KILL $$", Outcome.ERROR, "out of memory: command killed by SIGKILL (the OOM killer, or a kill from outside)"),
+        ("kill -KILL $$", Outcome.ERROR, "command killed by SIGKILL, out of memory?"),
+        ("exit 137", Outcome.ERROR, "a process of the command (exit 137) killed by SIGKILL, out of memory?"),
     ],
 )
 def test_exit_codes_read_as_git_bisect_run_reads_them(tmp_path: Path, script: str, outcome: Outcome, signature: str | None) -> None:
@@ -60,6 +69,46 @@ def test_the_command_runs_in_the_directory_with_no_stdin_and_its_output_tail_is_
     assert lines[-1] == "to stderr" and lines[-2] == "line 100"
     assert len(lines) == 40 and str(tmp_path) not in result.detail  # only the tail is kept
     assert sh("pwd >&2; exit 3", tmp_path).detail == str(tmp_path)
+
+
+def test_a_sigkill_a_shell_reports_as_exit_137_reads_as_the_commands_own_sigkill(tmp_path: Path) -> None:
+    (tmp_path / "check.sh").write_text("sleep 30 &\nkill -9 $!\nwait $!\n")
+    result = run_command(["sh", "check.sh"], tmp_path)
+    assert (result.outcome, result.signature) == (Outcome.ERROR, "a process of the command (exit 137) killed by SIGKILL, out of memory?")
+
+
+def test_an_untestable_exit_is_stored_listed_and_queried_as_skip(tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path / "repo")
+    repo.commit("Add a readme", {"README": "hello\n"})
+    env = {**os.environ, "REGTRACK_HOME": str(tmp_path / "home")}
+
+    def regtrack(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "tracker.cli", *args], cwd=repo.path, env=env, capture_output=True, text=True)
+
+    ran = regtrack("run", "--command", "sh -c 'exit 125'", "HEAD", "--json")
+    assert ran.returncode == 3, ran.stderr
+    [row] = json.loads(ran.stdout)
+    assert (row["verdict"], row["cases"], row["signature"]) == ("skip", {"command": "skip"}, "exit 125 (untestable)")
+    [listed] = json.loads(regtrack("history", "--outcome", "skip", "--json").stdout)
+    assert (listed["outcome"], listed["signature"]) == ("skip", "exit 125 (untestable)")
+    assert json.loads(regtrack("history", "--outcome", "error", "--json").stdout) == []
+    with sqlite3.connect(tmp_path / "home" / "data" / "regtrack.db") as db:
+        assert list(db.execute("SELECT outcome, signature FROM runs")) == [("skip", "exit 125 (untestable)")]
+
+
+def test_the_report_explains_an_untestable_exit_with_its_signature(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = GitRepo(tmp_path / "repo")
+    config = '[targets.app]\nrepo = "."\npaths = ["src"]\n\n[targets.app.probes.check]\ncommand = ["sh", "-c", "exit 125"]\n'
+    sha = repo.commit("Add the app", {"src/app.txt": "app\n", "regtrack.toml": config})
+    monkeypatch.setenv("REGTRACK_HOME", str(tmp_path / "home"))
+    ran = subprocess.run([sys.executable, "-m", "tracker.cli", "run", "--probe", "check", "HEAD"], cwd=repo.path, capture_output=True, text=True)
+    assert ran.returncode == 3, ran.stderr
+    ws = Workspace.open(repo.path)
+    try:
+        cell = build_report(ws, None, ("check",), None).cell(sha, "check")
+    finally:
+        ws.close()
+    assert (cell.state, cell.signature) == ("skip", "exit 125 (untestable)")
 
 
 def test_a_missing_program_fails_with_its_reason(tmp_path: Path) -> None:
@@ -81,6 +130,14 @@ def test_a_command_that_leaves_a_child_behind_is_judged_by_its_own_exit(tmp_path
     pid_file = tmp_path / "child.pid"
     result = sh(f"sleep 60 & echo $! > {pid_file}; exit 0", tmp_path, timeout_s=30)
     assert result.outcome is Outcome.PASS
+    assert not alive(int(pid_file.read_text()))
+
+
+def test_what_left_the_commands_process_group_but_not_its_session_is_killed(tmp_path: Path) -> None:
+    pid_file = tmp_path / "regrouped.pid"
+    regroup = f"import os, time; os.setpgid(0, 0); open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    script = f"{shlex.quote(sys.executable)} -c {shlex.quote(regroup)} & while [ ! -s {pid_file} ]; do sleep 0.01; done; exit 0"
+    assert sh(script, tmp_path, timeout_s=30).outcome is Outcome.PASS
     assert not alive(int(pid_file.read_text()))
 
 
@@ -144,7 +201,9 @@ def test_every_exit_status_has_exactly_git_bisect_runs_reading(code: int) -> Non
     outcome = outcome_of_exit(code)
     if code == 0:
         assert outcome is Outcome.PASS
-    elif code == 125 or code == -signal.SIGKILL:
+    elif code == 125:
+        assert outcome is Outcome.SKIP
+    elif code in (-signal.SIGKILL, 128 + signal.SIGKILL):
         assert outcome is Outcome.ERROR
     elif 1 <= code <= 127:
         assert outcome is Outcome.FAIL

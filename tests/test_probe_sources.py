@@ -281,7 +281,7 @@ def test_a_command_probes_metrics_file_and_output_reach_the_store(history: Histo
     [
         ("sh -c 'exit 0'", "good", "pass", None),
         ("sh -c 'exit 3'", "bad", "fail", "exit 3"),
-        ("sh -c 'exit 125'", "skip", "error", "exit 125 (untestable)"),
+        ("sh -c 'exit 125'", "skip", "skip", "exit 125 (untestable)"),
         ("sh -c 'kill -ABRT $$'", "bad", "crash", "killed by SIGABRT"),
         ("sleep 30", "bad", "timeout", "timed out after 1s"),
     ],

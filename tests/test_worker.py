@@ -17,14 +17,15 @@ import pytest
 import torch
 
 from probes import Outcome
+from probes.sources import command_spec
 from tracker.demo.bugs import BROKEN_IMPORT, TARGET_VERIFY_OVERWRITE, apply_edits, read_tree, write_tree
 from tracker.core.errors import UsageError
 from tracker.execution.executors import LocalExecutor
 from tracker.execution.client import WorkerClient
-from tracker.execution.protocol import Job
+from tracker.execution.protocol import SELF_TIMED_GRACE_S, Job
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-TEST_ENV = {"REGTRACK_PROBE_MODULES": "worker_probes", "PYTHONPATH": str(Path(__file__).resolve().parent)}
+TEST_ENV = {"REGTRACK_PROBE_MODULES": "worker_probes,exiting_probes", "PYTHONPATH": str(Path(__file__).resolve().parent)}
 PROBE, CASE = "target_verify_metadata", "N4-T2-bs4-p16"
 
 
@@ -140,6 +141,75 @@ def test_a_crash_is_an_outcome_and_the_next_job_runs_on_a_fresh_worker(client: W
     assert (exited.outcome, exited.signature) == (Outcome.CRASH, "worker exited with code 3")
     assert client.run(job(), timeout_s=60).outcome is Outcome.PASS
     assert client.pid not in (None, first)
+
+
+@pytest.mark.parametrize(
+    ("how", "signature"),
+    [
+        ("sys.exit()", "probe exited with status 0"),
+        ("sys.exit(1)", "probe exited with status 1"),
+        ("sys.exit(3)", "probe exited with status 3"),
+        ("SystemExit", "probe exited with status 3"),
+        ("KeyboardInterrupt", "probe raised KeyboardInterrupt"),
+        ("SIGINT", "probe raised KeyboardInterrupt"),
+    ],
+)
+def test_a_probe_that_exits_or_is_interrupted_crashes_and_the_worker_stays(client: WorkerClient, how: str, signature: str) -> None:
+    client.start()
+    pid = client.pid
+    result = client.run(job("exit_test_leave", how), timeout_s=60)
+    assert (result.outcome, result.signature) == (Outcome.CRASH, signature)
+    assert client.pid == pid
+
+
+def test_a_worker_that_exits_on_its_own_after_closing_its_pipe_is_read_as_an_exit(client: WorkerClient) -> None:
+    result = client.run(job("exit_test_close_pipes", "exit"), timeout_s=60)
+    assert (result.outcome, result.signature) == (Outcome.CRASH, "worker exited with code 3")
+
+
+def test_a_worker_regtrack_killed_after_it_closed_its_pipe_is_a_crash_not_out_of_memory(client: WorkerClient) -> None:
+    result = client.run(job("exit_test_close_pipes", "hang"), timeout_s=60)
+    assert (result.outcome, result.signature) == (Outcome.CRASH, "worker closed its pipe and was killed 5s later")
+
+
+def test_a_sigkill_from_outside_is_untestable_and_says_out_of_memory_is_likely(client: WorkerClient) -> None:
+    result = client.run(job("exit_test_sigkill", "only"), timeout_s=60)
+    assert (result.outcome, result.signature) == (Outcome.ERROR, "worker killed by SIGKILL, out of memory?")
+    assert client.run(job(), timeout_s=60).outcome is Outcome.PASS
+
+
+def test_a_worker_regtrack_killed_itself_yields_no_result(tmp_path: Path) -> None:
+    with WorkerClient(tmp_path / "worker.log", TEST_ENV) as worker:
+        worker.start()
+        killer = threading.Timer(1.0, worker.kill)
+        killer.start()
+        with pytest.raises(RuntimeError, match="killed"):
+            worker.run(job("worker_test_hang", "forever"), timeout_s=60)
+        killer.join()
+
+
+def command_job(script: str, root: Path, timeout_s: float) -> Job:
+    spec = command_spec("detaches", ["sh", "-c", script], root)
+    return Job(spec.name, "command", str(root), "cpu", "float32", 0, source=spec.to_json(), timeout_s=timeout_s)
+
+
+def vanished(pid: int, within_s: float = 3.0) -> bool:
+    """Whether ``pid`` is gone and reaped (no zombie left either)."""
+    deadline = time.monotonic() + within_s
+    while Path(f"/proc/{pid}").exists():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.mark.parametrize(("ending", "outcome"), [("exit 0", Outcome.PASS), ("sleep 60", Outcome.TIMEOUT)])
+def test_what_a_command_detached_with_setsid_is_gone_once_its_case_is_over(client: WorkerClient, tmp_path: Path, ending: str, outcome: Outcome) -> None:
+    pid_file = tmp_path / "detached.pid"
+    detach = f"setsid sh -c 'echo $$ > {pid_file}; exec sleep 1000' & while [ ! -s {pid_file} ]; do sleep 0.01; done"
+    result = client.run(command_job(f"{detach}; {ending}", tmp_path, timeout_s=2), timeout_s=2 + SELF_TIMED_GRACE_S)
+    assert result.outcome is outcome
+    assert vanished(int(pid_file.read_text()))
 
 
 def test_a_hang_times_out_kills_the_process_group_and_restarts(client: WorkerClient) -> None:

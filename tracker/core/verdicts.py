@@ -11,8 +11,10 @@ class Outcome(str, enum.Enum):
 
     ``ERROR`` means the probe could not judge the revision (its code does not import, or the probe
     raised): the revision is untestable, not bad. ``SKIP`` means the case does not apply here
-    (e.g. a CUDA-only kernel on a CPU machine). ``CRASH`` and ``TIMEOUT`` are set by the worker,
-    never by a probe: the worker process died during the case, or the case ran past its time limit.
+    (e.g. a CUDA-only kernel on a CPU machine), or a command said so (exit 125). ``CRASH`` and
+    ``TIMEOUT`` are set by the worker, never by a probe: the worker process (or a command) died
+    during the case, the probe tried to end the worker (``sys.exit``, ``KeyboardInterrupt``), or
+    the case ran past its time limit.
     """
 
     PASS = "pass"

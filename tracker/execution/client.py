@@ -1,5 +1,6 @@
 """The parent's side of a probe worker: start it, send it jobs, tell a result from a crash, a
-timeout or an out-of-memory kill. The protocol is described in ``tracker.execution.worker``."""
+timeout or an out-of-memory kill (a SIGKILL from elsewhere: never one regtrack sent itself). The
+protocol is described in ``tracker.execution.worker``."""
 
 from __future__ import annotations
 
@@ -15,11 +16,12 @@ import sysconfig
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from probes import Outcome
+from probes.runner import OomWatch, sigkill_signature
 from tracker.core.errors import UsageError
 from tracker.targets.inputs import Reads
 
@@ -29,7 +31,6 @@ if TYPE_CHECKING:
 from tracker.execution.protocol import (
     LOG_TAIL_LINES,
     NONCE_ENV,
-    OOM_KILL_SIGNATURE,
     STACK_DUMP_WAIT_S,
     STOP_GRACE_S,
     Job,
@@ -98,8 +99,8 @@ class WorkerClient:
             self._stop(process)
             raise
         if hello is None or "ready" not in hello:
-            code = self._stop(process)
-            message = hello["error"] if hello else f"probe worker {_death(code)} while starting: {self._log_tail(0, 1)}"
+            ended = self._stop(process, STOP_GRACE_S)
+            message = hello["error"] if hello else f"probe worker {ended.death()} while starting: {self._log_tail(0, 1)}"
             raise UsageError(f"{message}; see {self.log_path}")
         self.start_s = time.monotonic() - started
 
@@ -108,6 +109,7 @@ class WorkerClient:
         self.start(job.env)
         process = self._live()
         offset = _size(self.log_path)
+        oom = OomWatch(process.pid)
         started = time.monotonic()
         try:
             process.send({"op": "run", "job": asdict(job)})
@@ -123,11 +125,8 @@ class WorkerClient:
             self._stop(process)
             raise
         if reply is None:
-            code = self._stop(process)
-            elapsed = time.monotonic() - started
-            if code == -signal.SIGKILL:
-                return JobResult(Outcome.ERROR, {}, OOM_KILL_SIGNATURE, self._log_tail(offset), elapsed)
-            return JobResult(Outcome.CRASH, {}, f"worker {_death(code)}", self._log_tail(offset), elapsed)
+            ended = self._stop(process, STOP_GRACE_S)
+            return self._death_result(ended, oom, self._log_tail(offset), time.monotonic() - started)
         if "error" in reply:
             raise UsageError(reply["error"])
         result = reply["result"]
@@ -169,13 +168,22 @@ class WorkerClient:
         if self._process is not None:
             self._stop(self._process, STOP_GRACE_S)
 
+    def _death_result(self, ended: _Exit, oom: OomWatch, log_tail: str, elapsed: float) -> JobResult:
+        """What a worker that died during a job says: a SIGKILL from outside, the OOM killer's
+        likely, is untestable; any other death is a crash; a kill of the client (``kill``) says nothing."""
+        if ended.killed_here and self._closed:
+            raise RuntimeError("the probe worker was killed: the worker client is closed")
+        if ended.code == -signal.SIGKILL and not ended.killed_here:
+            return JobResult(Outcome.ERROR, {}, sigkill_signature("worker", oom.rose()), log_tail, elapsed)
+        return JobResult(Outcome.CRASH, {}, f"worker {ended.death()}", log_tail, elapsed)
+
     def _live(self) -> _Process:
         if self._process is None:
             raise RuntimeError("the worker client is closed")
         return self._process
 
-    def _stop(self, process: _Process, grace_s: float = 0.0) -> int:
-        """Stop ``process`` (killing it unless it exits within ``grace_s``) and forget it; its exit code."""
+    def _stop(self, process: _Process, grace_s: float = 0.0) -> _Exit:
+        """Stop ``process`` (killing it unless it exits within ``grace_s``) and forget it; how it ended."""
         if self._process is process:
             self._process = None
         return process.stop(grace_s)
@@ -188,6 +196,25 @@ class WorkerClient:
         except OSError:
             return ""
         return "\n".join(text.strip().splitlines()[-lines:])
+
+
+@dataclass(frozen=True)
+class _Exit:
+    """How a worker ended: its exit status (negative: the signal that ended it) and whether
+    regtrack killed it before it ended on its own."""
+
+    code: int
+    killed_here: bool
+
+    def death(self) -> str:
+        if self.killed_here:
+            return f"closed its pipe and was killed {STOP_GRACE_S:g}s later"
+        if self.code >= 0:
+            return f"exited with code {self.code}"
+        try:
+            return f"died ({signal.Signals(-self.code).name})"
+        except ValueError:
+            return f"died (signal {-self.code})"
 
 
 class _Process:
@@ -206,6 +233,7 @@ class _Process:
         if self._exit_fd is not None:
             self._selector.register(self._exit_fd, selectors.EVENT_READ)
         self._buffer = b""
+        self._killed = False
 
     @classmethod
     def spawn(cls, env: Mapping[str, str], log_path: Path, nonce: str) -> _Process:
@@ -286,12 +314,11 @@ class _Process:
         time.sleep(STACK_DUMP_WAIT_S)
 
     def kill(self) -> None:
-        try:
-            os.killpg(self.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        """Kill the worker and its process group; remembered, so its death is not read as another's SIGKILL."""
+        self._killed = True
+        self._kill_group()
 
-    def stop(self, grace_s: float) -> int:
+    def stop(self, grace_s: float) -> _Exit:
         try:
             self._stdin.close()
         except BrokenPipeError:
@@ -301,12 +328,20 @@ class _Process:
         except subprocess.TimeoutExpired:
             self.kill()
             code = self.popen.wait()
-        self.kill()
+        ended = _Exit(code, self._killed)
+        self._kill_group()
         self._selector.close()
         if self._exit_fd is not None:
             os.close(self._exit_fd)
         self.popen.stdout.close()  # type: ignore[union-attr]
-        return code
+        return ended
+
+    def _kill_group(self) -> None:
+        """What the worker left in its process group; the worker too, while it runs."""
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def _pidfd(pid: int) -> int | None:
@@ -315,15 +350,6 @@ def _pidfd(pid: int) -> int | None:
         return os.pidfd_open(pid)
     except (AttributeError, OSError):
         return None
-
-
-def _death(code: int) -> str:
-    if code >= 0:
-        return f"exited with code {code}"
-    try:
-        return f"died ({signal.Signals(-code).name})"
-    except ValueError:
-        return f"died (signal {-code})"
 
 
 def _size(path: Path) -> int:

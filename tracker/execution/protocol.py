@@ -9,7 +9,6 @@ from typing import Any
 
 from probes import Outcome, registry
 from probes.api import DEFAULT_IMPORT_ROOTS
-from probes.runner import sigkill_signature
 from tracker.core.errors import UsageError
 from tracker.targets.inputs import Reads
 
@@ -22,7 +21,6 @@ LOG_TAIL_LINES = 30
 STACK_DUMP_WAIT_S = 0.2
 SNAPSHOT_MODIFIED = "snapshot modified before the case"
 """A case that found its snapshot edited did not run: the parent rebuilds the snapshot and runs it again."""
-OOM_KILL_SIGNATURE = sigkill_signature("worker")
 
 
 @dataclass(frozen=True)

@@ -21,11 +21,16 @@ a child of its own keeps the pipe open is a crash at once, not a timeout.
 Out of memory means untestable, in both its forms: a ``MemoryError`` (or CUDA out-of-memory) raised
 in a probe, and a worker killed by SIGKILL that regtrack did not send (the kernel's OOM killer, or
 someone's ``kill -9``). Whether a case fits in memory depends on the machine and on what else runs
-there, so neither is evidence against the revision.
+there, so neither is evidence against the revision. A probe that calls ``sys.exit`` or raises
+``KeyboardInterrupt`` crashes its case and the worker carries on.
+
+The worker is a child subreaper (Linux): what a command probe detaches (``setsid``) is reparented
+here when its parent exits, so the command's cleanup finds and kills it.
 """
 
 from __future__ import annotations
 
+import ctypes
 import faulthandler
 import json
 import os
@@ -38,9 +43,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from probes import Outcome, Probe, ProbeContext, ProbeResult, get_probe, run_case
+from probes import Case, Outcome, Probe, ProbeContext, ProbeResult, get_probe, run_case
 from probes.command import CommandCheck
 from probes.registry import ProbeLoadError
+from probes.runner import ended_case
 from probes.sources import ProbeSpec, resolve
 from tracker.core.errors import UsageError
 from tracker.execution.client import command_environment
@@ -53,6 +59,8 @@ from tracker.execution.protocol import (
 )
 from tracker.execution.reads import recording
 from tracker.targets.inputs import Reads
+
+PR_SET_CHILD_SUBREAPER = 36
 
 
 class _Channel:
@@ -88,6 +96,15 @@ def _exit_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="regtrack-parent-watch", daemon=True).start()
 
 
+def _adopt_orphans() -> None:
+    """Become a child subreaper where Linux offers it (prctl); elsewhere stay as before."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
 def _run(job: Job) -> dict[str, Any]:
     try:
         probe = _probe(job)
@@ -108,7 +125,7 @@ def _run(job: Job) -> dict[str, Any]:
     else:
         ctx = ProbeContext(Path(job.root), job.device, job.dtype, job.seed, tuple(job.import_roots))
         with recording(ctx.root) as recorded:
-            result = run_case(probe, case, ctx)
+            result = _run_in_process(probe, case, ctx)
         [reads] = recorded
     duration = time.perf_counter() - started
     sys.stdout.flush()
@@ -123,6 +140,14 @@ def _run(job: Job) -> dict[str, Any]:
             "reads": reads.to_json() if reads is not None else None,
         }
     }
+
+
+def _run_in_process(probe: Probe, case: Case, ctx: ProbeContext) -> ProbeResult:
+    """The case's result; a probe that tries to end the worker ends only its case."""
+    try:
+        return run_case(probe, case, ctx)
+    except (SystemExit, KeyboardInterrupt) as exc:
+        return ended_case(exc)
 
 
 def _probe(job: Job) -> Probe:
@@ -155,6 +180,7 @@ def main() -> int:
     faulthandler.enable()
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     _exit_with_parent(os.getppid())
+    _adopt_orphans()
     quiet_torch_import()
     try:
         import_probe_modules()
