@@ -11,6 +11,7 @@ look-up-then-insert methods (a commit, a tree, an environment) need no retry loo
 from __future__ import annotations
 
 import sqlite3
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -26,7 +27,7 @@ from sqlalchemy.orm import Session
 
 from db.chunks import chunked, portable_limits
 from db.models import BisectSession, Commit, Environment, ProbeVersion, Repository, Run
-from db.paths import default_db_url
+from db.paths import data_dir, default_db_url
 from db.revision import head_revision
 from tracker.core.errors import UsageError
 
@@ -166,16 +167,46 @@ def _where(url: URL) -> str:
 
 
 def _make_parent(url: URL, where: str) -> None:
+    """Create the data directory, which regtrack owns, for a database in it; any other directory a
+    SQLite URL names must exist already (a mistyped URL must not leave new directories behind)."""
     if url.database in (None, "", ":memory:"):
         return
-    parent = Path(url.database).parent
+    parent = Path(url.database).absolute().parent
+    if parent.is_dir():
+        return
+    if parent != data_dir():
+        raise UsageError(
+            f"the directory {parent} of database {where} does not exist; "
+            "create it, or set REGTRACK_DB_URL to a file in an existing directory"
+        )
     try:
         parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(
             f"cannot create directory {parent} for database {where} ({exc.strerror}); "
-            "create it or set REGTRACK_DB_URL to a writable location"
+            "set REGTRACK_HOME or REGTRACK_DB_URL to a writable location"
         ) from None
+
+
+def _unwritable_directory(where: str) -> str | None:
+    """Why the existing directory of the SQLite file ``where`` cannot be written to, or None (it can,
+    or there is no such directory): SQLite writes beside the database, in WAL mode even to read it."""
+    directory = Path(where).absolute().parent
+    if not directory.is_dir():
+        return None
+    try:
+        with tempfile.TemporaryFile(dir=directory):
+            return None
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+
+
+def _unwritable_message(where: str, reason: str) -> str:
+    return (
+        f"database {where} cannot be opened: its directory {Path(where).absolute().parent} cannot be written "
+        f"({reason}), and SQLite writes beside the database; make it writable, or set REGTRACK_HOME or "
+        "REGTRACK_DB_URL to a writable place"
+    )
 
 
 def _refuse_foreign_sqlite(url: URL, where: str) -> None:
@@ -195,6 +226,8 @@ def _refuse_foreign_sqlite(url: URL, where: str) -> None:
         reason = str(exc) or type(exc).__name__
         if "locked" in reason:
             return
+        if "unable to open" in reason and (unwritable := _unwritable_directory(where)):
+            raise UsageError(_unwritable_message(where, unwritable)) from None
         raise UsageError(
             f"database {where} cannot be read as SQLite ({reason}); restore it or set REGTRACK_DB_URL to another file"
         ) from None
@@ -217,6 +250,10 @@ def _configure_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
         cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
         cursor.execute("PRAGMA foreign_keys = ON")
         _switch_to_wal(cursor, busy_timeout_ms)
+        # In WAL mode NORMAL loses no committed transaction when the process dies (a crash, a kill,
+        # Ctrl-C), only on a power loss, and spares a sync per transaction: a cheap check's run is
+        # several transactions (claim, store, release), each of which would otherwise wait on the disk.
+        cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.close()
 
     @event.listens_for(engine, "begin")
@@ -312,6 +349,8 @@ def _explain(exc: DatabaseError, where: str) -> str:
     if "locked" in reason:
         return f"database {where} is locked by another process; wait for it to finish or set REGTRACK_DB_URL to another file"
     if "unable to open" in reason or "readonly" in reason:
+        if unwritable := _unwritable_directory(where):
+            return _unwritable_message(where, unwritable)
         return f"database {where} cannot be written ({reason}); fix its permissions or set REGTRACK_DB_URL to a writable file"
     return f"database {where} cannot be used ({reason}); check it or set REGTRACK_DB_URL to another database"
 

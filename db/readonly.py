@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import fields
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
@@ -47,6 +48,9 @@ AnyStore: TypeAlias = "Store | ReadOnlyStore"
 """What measuring and bisecting read results from."""
 
 SQLITE_URL = "sqlite:///"
+
+CopyLink: TypeAlias = "tuple[int | None, str]"
+"""A run's ``reused_from_id`` (the run it copies; None: measured where it is stored) and the commit it is stored at."""
 
 RUN_COLUMNS = (
     "runs.id, commits.sha, runs.tree_hash, runs.case_id, runs.settings_key, runs.outcome, runs.metrics, "
@@ -198,6 +202,32 @@ class ReadOnlyStore:
             rows = [row for chunk in chunked(keys) for row in self._rows(f"{query} AND {column} IN ({_marks(chunk)}){order}", *values, *chunk)]
         return newest_first([_run_row(row) for row in rows], limit)
 
+    def copied_from(self, run_ids: Sequence[int]) -> dict[int, str]:
+        """As ``Store.copied_from``."""
+        query = "SELECT runs.id, runs.reused_from_id, commits.sha FROM runs JOIN commits ON runs.commit_id = commits.id WHERE runs.id IN ({})"
+
+        def links(ids: Sequence[int]) -> dict[int, CopyLink]:
+            return {run_id: (source, sha) for chunk in chunked(ids) for run_id, source, sha in self._rows(query.format(_marks(chunk)), *chunk)}
+
+        return first_measured(run_ids, links)
+
+    def probe_names(self, repo_id: int) -> list[str]:
+        """As ``Store.probe_names``."""
+        query = (
+            "SELECT DISTINCT probe_versions.name FROM runs JOIN probe_versions ON runs.probe_id = probe_versions.id "
+            "JOIN commits ON runs.commit_id = commits.id WHERE commits.repository_id = ? ORDER BY probe_versions.name"
+        )
+        return [name for (name,) in self._rows(query, repo_id)]
+
+    def environments(self, repo_id: int) -> list[tuple[str, EnvironmentInfo]]:
+        """As ``Store.environments``."""
+        columns = ", ".join(f.name for f in fields(EnvironmentInfo))
+        query = (
+            f"SELECT fingerprint, {columns} FROM environments WHERE id IN "
+            "(SELECT runs.environment_id FROM runs JOIN commits ON runs.commit_id = commits.id WHERE commits.repository_id = ?) ORDER BY id"
+        )
+        return [(row[0], _environment(row[1:])) for row in self._rows(query, repo_id)]
+
     def transitions(self, repo_id: int, target: str | None = None, probe: str | None = None) -> list[TransitionRecord]:
         """As ``Store.transitions``."""
         query = (
@@ -229,7 +259,7 @@ class ReadOnlyStore:
     ) -> ClaimState:
         _needs_a_write("a case to run")
 
-    def new_attempt(self, keys: Sequence[CaseKey]) -> int:
+    def new_attempt(self, keys: Sequence[CaseKey], stale: StaleOwner) -> int:
         _needs_a_write("a case to run")
 
     def add_run(self, run: RunRecord, owner: str | None = None) -> int | None:
@@ -314,6 +344,32 @@ def _run_row(row: tuple[Any, ...]) -> RunRow:
     probe_name, probe_version, subject, pr_number, fingerprint, gpu_name, detail = row[-7:]
     return RunRow(**vars(_stored_run(row[:-7])), probe_name=probe_name, probe_version=probe_version, subject=subject,
                   pr_number=pr_number, fingerprint=fingerprint, gpu_name=gpu_name, detail=detail)  # fmt: skip
+
+
+def _environment(row: tuple[Any, ...]) -> EnvironmentInfo:
+    """The columns of ``EnvironmentInfo`` in its fields' order; ``facts`` as SQLAlchemy stores JSON."""
+    *described, facts = row
+    return EnvironmentInfo(*described, facts=None if facts is None else json.loads(facts))
+
+
+def first_measured(run_ids: Sequence[int], links: Callable[[Sequence[int]], Mapping[int, CopyLink]]) -> dict[int, str]:
+    """For each of ``run_ids`` that copies another run, the commit the first run of its chain of
+    copies was measured at. A copy names a run stored before it, so every chain ends."""
+    found: dict[int, str] = {}
+    looking_at = {run_id: run_id for run_id in run_ids}
+    while looking_at:
+        known = links(sorted(set(looking_at.values())))
+        following = {}
+        for asked, run_id in looking_at.items():
+            if run_id not in known:
+                continue
+            source, sha = known[run_id]
+            if source is not None:
+                following[asked] = source
+            elif run_id != asked:
+                found[asked] = sha
+        looking_at = following
+    return found
 
 
 def _marks(values: Sequence[Any]) -> str:

@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import ColumnElement, delete, func, insert, select, update
+from sqlalchemy import ColumnElement, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -28,6 +28,7 @@ from db.models import (
     Run,
     TargetTree,
 )
+from db.readonly import CopyLink, first_measured
 from db.sessions import SessionStore
 from tracker.core.records import (
     CaseKey,
@@ -174,11 +175,22 @@ class Store(SessionStore, InputStore):
             return ClaimState.HELD
         return ClaimState.CLAIMED
 
-    def new_attempt(self, keys: Sequence[CaseKey]) -> int:
-        """One past every attempt stored or claimed for these cases."""
-        with self._reading() as session:
-            highest = [session.scalar(select(func.max(table.attempt)).where(*_keys_where(table, keys))) for table in (Run, Claim)]
-        return 1 + max((h for h in highest if h is not None), default=0)
+    def new_attempt(self, keys: Sequence[CaseKey], stale: StaleOwner) -> int:
+        """The smallest attempt number of these cases under which nothing is stored and no live
+        process holds a claim, so the numbers have no gaps: one that a killed process claimed and
+        never stored is taken again. The claims on these cases of processes known to be gone are
+        released."""
+        with self._writing() as session:
+            used = set(session.scalars(select(Run.attempt).where(*_keys_where(Run, keys)).distinct()))
+            for claim in session.scalars(select(Claim).where(*_keys_where(Claim, keys))):
+                if stale(claim.owner, claim.expires_at):
+                    session.delete(claim)
+                else:
+                    used.add(claim.attempt)
+        number = 1
+        while number in used:
+            number += 1
+        return number
 
     def release_claims(self, owner: str, keys: Sequence[CaseKey] | None = None, attempt: int | None = None) -> None:
         """Give up the claims of ``owner`` whose runs it did not store (on an error or Ctrl-C):
@@ -245,6 +257,31 @@ class Store(SessionStore, InputStore):
                 for run, commit, probe_row, env in session.execute(chunk_query)
             ]
         return newest_first(found, limit)
+
+    def copied_from(self, run_ids: Sequence[int]) -> dict[int, str]:
+        """For each of these runs that is a copy of a result measured at another tree (read reuse,
+        ``copy_attempt``), the commit that result was measured at, through copies of copies."""
+        query = select(Run.id, Run.reused_from_id, Commit.sha).join(Commit, Run.commit_id == Commit.id)
+
+        def links(ids: Sequence[int]) -> dict[int, CopyLink]:
+            with self._reading() as session:
+                found = [row for chunk in chunked(ids) for row in session.execute(query.where(Run.id.in_(chunk)))]
+            return {run_id: (source, sha) for run_id, source, sha in found}
+
+        return first_measured(run_ids, links)
+
+    def probe_names(self, repo_id: int) -> list[str]:
+        """The name of every probe with runs of this repository's commits, sorted."""
+        query = (
+            select(ProbeVersion.name)
+            .join(Run, Run.probe_id == ProbeVersion.id)
+            .join(Commit, Run.commit_id == Commit.id)
+            .where(Commit.repository_id == repo_id)
+            .distinct()
+            .order_by(ProbeVersion.name)
+        )
+        with self._reading() as session:
+            return list(session.scalars(query))
 
     def commit(self, repo_id: int, sha: str) -> CommitInfo | None:
         with self._reading() as session:

@@ -135,6 +135,7 @@ def test_bisect_needs_both_ends_or_resume(demo: tuple[Path, DemoManifest]) -> No
 def test_locked_database(demo: tuple[Path, DemoManifest], home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     repo, manifest = demo
     database = home / "locked.db"
+    home.mkdir(parents=True, exist_ok=True)
     monkeypatch.setenv("REGTRACK_DB_URL", f"sqlite:///{database}")
     Store.open().close()
     holder = sqlite3.connect(database, timeout=0)

@@ -8,13 +8,17 @@ import json
 import math
 import os
 import signal
+import socket
 import subprocess
+import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from cli_in import regtrack
+from gitrepo import GitRepo
 from worker_probes import __file__ as worker_probes_file
 
 from probes import Outcome
@@ -178,3 +182,106 @@ def test_more_actors_than_the_cluster_can_place_stop_the_command(tmp_path: Path)
     assert time.monotonic() - started < 60
     with executor(tmp_path, workers=GPUS) as ray_executor:  # the unplaced actor was given back
         assert len(ray_executor.placements()) == GPUS
+
+
+# -- a cluster that cannot be reached -------------------------------------------------------------
+
+UNREACHABLE_IN_S = 60
+
+
+@pytest.fixture
+def checkout(tmp_path: Path) -> Path:
+    repo = GitRepo(tmp_path / "repo")
+    repo.commit("Initial import", {"check.sh": "exit 0\n"})
+    return repo.path
+
+
+def regtrack_process(checkout: Path, *args: str) -> subprocess.Popen[str]:
+    """``regtrack run --executor ray ARGS HEAD`` in its own process, as a user's shell would start it."""
+    env = {name: value for name, value in os.environ.items() if name not in ("RAY_ADDRESS", "REGTRACK_DB_URL")}
+    env["REGTRACK_HOME"] = str(checkout.parent / "home")
+    command = [sys.executable, "-m", "tracker.cli", "run", "--executor", "ray", *args, "--command", "sh check.sh", "HEAD"]
+    return subprocess.Popen(command, cwd=checkout, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finished(process: subprocess.Popen[str], within_s: float) -> tuple[str, str]:
+    try:
+        return process.communicate(timeout=within_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        pytest.fail(f"regtrack was still running after {within_s:g}s")
+
+
+class SilentListener:
+    """A port on every address of this host that accepts connections and never says a word (a
+    tunnel or proxy whose far end is gone, a wedged server); ``dialled`` is set at the first one."""
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("", 0))
+        self.port = self.server.getsockname()[1]
+        self.dialled = threading.Event()
+        self.connections: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self.server.accept()
+            except OSError:
+                return
+            self.connections.append(connection)
+            self.dialled.set()
+
+    def close(self) -> None:
+        self.server.close()
+        for connection in self.connections:
+            connection.close()
+
+
+@pytest.fixture
+def silent_listener() -> Iterator[SilentListener]:
+    listener = SilentListener()
+    yield listener
+    listener.close()
+
+
+def test_an_address_where_nothing_listens_is_one_line_and_exit_2_within_a_minute(checkout: Path) -> None:
+    started = time.monotonic()
+    process = regtrack_process(checkout, "--ray-address", "127.0.0.1:1")
+    _, stderr = finished(process, UNREACHABLE_IN_S)
+    lines = stderr.strip().splitlines()
+    assert time.monotonic() - started < UNREACHABLE_IN_S
+    assert process.returncode == 2 and len(lines) == 1, stderr
+    assert lines[0].startswith("regtrack: error: cannot reach the Ray cluster at 127.0.0.1:1 (connection refused"), lines[0]
+    assert "ray start --head" in lines[0] and "--ray-address" in lines[0]
+
+
+def test_an_address_that_never_answers_is_one_line_and_exit_2_within_a_minute(checkout: Path, silent_listener: SilentListener) -> None:
+    started = time.monotonic()
+    process = regtrack_process(checkout, "--ray-address", f"127.0.0.1:{silent_listener.port}")
+    _, stderr = finished(process, UNREACHABLE_IN_S)
+    assert time.monotonic() - started < UNREACHABLE_IN_S
+    assert process.returncode == 2, stderr
+    assert stderr.strip().startswith(f"regtrack: error: cannot reach the Ray cluster at 127.0.0.1:{silent_listener.port} (no answer within")
+
+
+def test_sigterm_stops_a_command_waiting_for_the_cluster_at_once(checkout: Path, silent_listener: SilentListener) -> None:
+    process = regtrack_process(checkout, "--ray-address", f"127.0.0.1:{silent_listener.port}")
+    assert silent_listener.dialled.wait(60), "regtrack never dialled the cluster's address"
+    time.sleep(2)
+    assert process.poll() is None, "regtrack gave up before it was sent SIGTERM"
+    sent = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    finished(process, 5)
+    assert time.monotonic() - sent < 5
+    assert process.returncode == -signal.SIGTERM
+
+
+def test_the_address_of_a_running_cluster_is_joined(checkout: Path) -> None:
+    """The check of the address lets a live cluster through: a second process joins the one of this module."""
+    address = ray.get_runtime_context().gcs_address
+    process = regtrack_process(checkout, "--ray-address", address)
+    stdout, stderr = finished(process, 120)
+    assert process.returncode == 0, stderr
+    assert "good" in stdout

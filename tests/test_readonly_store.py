@@ -126,6 +126,39 @@ def test_every_read_of_a_query_answers_as_the_full_store_does(tmp_path_factory: 
                     assert quick.runs(repo_id=repo, **asked) == full.runs(repo_id=repo, **asked)
             for target, probe in ((None, None), ("target", None), ("target", "probe"), ("other target", None)):
                 assert quick.transitions(repo_id, target, probe) == full.transitions(repo_id, target, probe)
+            for repo in (repo_id, repo_id + 1):
+                assert quick.probe_names(repo) == full.probe_names(repo)
+                assert quick.environments(repo) == full.environments(repo)
+
+
+def test_the_probes_and_environments_of_a_repository_are_those_of_its_runs(store: Store, url: str, tmp_path: Path) -> None:
+    """What a query's --probe and --env may name."""
+    repo_id, _, _, shas = seed(store, tmp_path, [(0, "tree-a", "key-1", "case-1", 1, Outcome.PASS)])
+    gpu = store.environment(EnvironmentInfo(device="cuda", gpu_name="NVIDIA H200", facts={"rack": "7"}))
+    other_probe = store.probe_version("another probe", 1, "code")
+    store.add_run(RunRecord(repo_id, shas[1], "tree-b", gpu, other_probe, "case-1", "key-1", "bfloat16", Outcome.SKIP, {}, None, "", 0.1, T0, 1, 0, "run"))
+    store.environment(EnvironmentInfo(device="cuda", gpu_name="NVIDIA B200"))
+    other_repo = store.repository(tmp_path / "other")
+    with ReadOnlyStore.open(url) as quick:
+        for repo in (repo_id, other_repo):
+            assert quick.probe_names(repo) == store.probe_names(repo)
+            assert quick.environments(repo) == store.environments(repo)
+    assert store.probe_names(repo_id) == ["another probe", "probe"]
+    assert [(info.gpu_name, dict(info.facts)) for _, info in store.environments(repo_id)] == [(None, {"target": "demo"}), ("NVIDIA H200", {"rack": "7"})]
+    assert store.probe_names(other_repo) == store.environments(other_repo) == []
+
+
+def test_a_copied_result_names_the_commit_it_was_measured_at_through_copies_of_copies(store: Store, url: str, tmp_path: Path) -> None:
+    repo_id, _, _, shas = seed(store, tmp_path, [(0, "tree-a", "key-1", "case-1", 1, Outcome.FAIL), (0, "tree-a", "key-1", "case-2", 1, Outcome.PASS)])
+    measured = [r.id for r in store.runs(repo_id=repo_id)]
+    store.copy_attempt(repo_id, shas[1], "tree-b", measured, None, "run")
+    copies = [r.id for r in store.runs(repo_id=repo_id, trees=["tree-b"])]
+    store.copy_attempt(repo_id, shas[2], "tree-c", copies, None, "run")
+    copies_of_copies = [r.id for r in store.runs(repo_id=repo_id, trees=["tree-c"])]
+    asked = [*measured, *copies, *copies_of_copies, 999]
+    with ReadOnlyStore.open(url) as quick:
+        assert quick.copied_from(asked) == store.copied_from(asked) == dict.fromkeys([*copies, *copies_of_copies], shas[0])
+        assert quick.copied_from([]) == store.copied_from([]) == {}
 
 
 def test_runs_are_asked_by_commits_or_by_trees(store: Store, url: str) -> None:
@@ -176,7 +209,7 @@ def test_whatever_needs_a_write_is_not_stored(store: Store, url: str, tmp_path: 
         with pytest.raises(NotStored):
             quick.claim(key, 1, "host:1:2", T0, lambda owner, expires: True)
         with pytest.raises(NotStored):
-            quick.new_attempt([key])
+            quick.new_attempt([key], lambda owner, expires: True)
         with pytest.raises(NotStored):
             quick.add_run(RunRecord(repo_id, shas[0], "tree-a", env_id, probe_id, "case-1", "key-1", "float32", Outcome.PASS, {}, None, "", 0.1, T0, 1, 0, "run"))
         with pytest.raises(NotStored):

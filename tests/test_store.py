@@ -3,7 +3,9 @@ from __future__ import annotations
 import math
 import os
 import shutil
+import socket
 import sqlite3
+import subprocess
 import tempfile
 import threading
 import time
@@ -23,7 +25,8 @@ from sqlalchemy.exc import IntegrityError, StatementError
 from db.models import Base
 from db.paths import cache_dir, data_dir, default_db_url
 from db.store import Store, upgrade
-from tracker.core.records import CommitInfo, EnvironmentInfo, RunRecord
+from tracker.core.records import CaseKey, ClaimState, CommitInfo, EnvironmentInfo, RunRecord
+from tracker.execution import owners
 from probes.api import Outcome
 from tracker.core.errors import UsageError
 
@@ -149,6 +152,7 @@ def test_dirs_fall_back_to_xdg_then_home(tmp_path: Path, monkeypatch: pytest.Mon
 
 def test_regtrack_db_url_is_honoured(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     elsewhere = tmp_path / "elsewhere" / "other.db"
+    elsewhere.parent.mkdir()
     monkeypatch.setenv("REGTRACK_DB_URL", f"sqlite:///{elsewhere}")
     with Store.open() as store:
         store.repository(tmp_path)
@@ -333,6 +337,30 @@ def test_nothing_is_half_written(store: Store, seeded: tuple[int, int, int]) -> 
     assert store.commit(repo_id, _commit(4).sha) is None
 
 
+def test_a_new_attempt_takes_the_smallest_number_nothing_stored_and_no_live_process_holds(
+    store: Store, seeded: tuple[int, int, int], db_path: Path
+) -> None:
+    repo_id, env_id, probe_id = seeded
+    key = CaseKey("tree-a", probe_id, env_id, "settings-a", "bs4_T2_N4")
+    for attempt in (1, 3):
+        store.add_run(_record(repo_id, _commit(1).sha, env_id, probe_id, attempt=attempt))
+    gone = _finished_process_owner()
+    in_an_hour = datetime.now(timezone.utc) + timedelta(hours=1)
+    assert store.claim(key, 2, gone, in_an_hour, owners.is_stale) is ClaimState.CLAIMED
+    assert store.new_attempt([key], owners.is_stale) == 2
+    with sqlite3.connect(db_path) as connection:
+        assert connection.execute("SELECT count(*) FROM claims").fetchone() == (0,)  # the dead process's claim is released
+    assert store.claim(key, 2, owners.this_process(), in_an_hour, owners.is_stale) is ClaimState.CLAIMED
+    assert store.new_attempt([key], owners.is_stale) == 4
+
+
+def _finished_process_owner() -> str:
+    """The owner name of a process that has exited, as ``owners.this_process`` names one."""
+    process = subprocess.Popen(["true"])
+    process.wait()
+    return f"{socket.gethostname()}:{process.pid}:0"
+
+
 def test_bisect_sessions_and_steps(store: Store, seeded: tuple[int, int, int]) -> None:
     repo_id, env_id, probe_id = seeded
     good, bad = _commit(1).sha, _commit(3).sha
@@ -372,16 +400,28 @@ def test_bisect_sessions_and_steps(store: Store, seeded: tuple[int, int, int]) -
         store.session(9999)
 
 
-def test_missing_parent_directory_is_created(tmp_path: Path) -> None:
-    path = tmp_path / "a" / "b" / "c" / "regtrack.db"
-    Store.open(f"sqlite:///{path}").close()
-    assert path.is_file()
+def test_the_missing_data_directory_is_created(home: Path) -> None:
+    Store.open().close()
+    assert (home / "data" / "regtrack.db").is_file()
 
 
-def test_uncreatable_directory_is_a_usage_error(tmp_path: Path) -> None:
+def test_a_url_in_a_missing_directory_is_refused_and_nothing_is_created(tmp_path: Path) -> None:
+    path = tmp_path / "a" / "b" / "regtrack.db"
+    with pytest.raises(UsageError) as info:
+        Store.open(f"sqlite:///{path}")
+    assert str(info.value) == (
+        f"the directory {path.parent} of database {path} does not exist; "
+        "create it, or set REGTRACK_DB_URL to a file in an existing directory"
+    )
+    assert not (tmp_path / "a").exists()
+
+
+def test_an_uncreatable_data_directory_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "file").write_text("")
-    with pytest.raises(UsageError, match=r"cannot create directory .*/file/db for database"):
-        Store.open(f"sqlite:///{tmp_path / 'file' / 'db' / 'regtrack.db'}")
+    monkeypatch.setenv("REGTRACK_HOME", str(tmp_path / "file" / "home"))
+    monkeypatch.delenv("REGTRACK_DB_URL", raising=False)
+    with pytest.raises(UsageError, match=r"cannot create directory .*/file/home/data for database .*; set REGTRACK_HOME or REGTRACK_DB_URL"):
+        Store.open()
 
 
 def test_unwritable_directory_is_a_usage_error(store: Store) -> None:
@@ -395,9 +435,25 @@ def test_unwritable_directory_is_a_usage_error(store: Store) -> None:
         directory.chmod(0o755)
         shutil.rmtree(directory)
     assert str(info.value) == (
-        f"database {path} cannot be written (unable to open database file); "
-        "fix its permissions or set REGTRACK_DB_URL to a writable file"
+        f"database {path} cannot be opened: its directory {directory} cannot be written (Permission denied), "
+        "and SQLite writes beside the database; make it writable, or set REGTRACK_HOME or REGTRACK_DB_URL to a writable place"
     )
+
+
+def test_a_read_only_database_file_in_a_writable_directory_is_a_usage_error() -> None:
+    directory = Path(tempfile.mkdtemp())
+    path = directory / "regtrack.db"
+    Store.open(f"sqlite:///{path}").close()
+    directory.chmod(0o777)
+    path.chmod(0o444)
+    try:
+        with _unprivileged(), pytest.raises(UsageError) as info:
+            with Store.open(f"sqlite:///{path}") as store:
+                store.repository(directory)
+    finally:
+        shutil.rmtree(directory)
+    assert str(info.value).startswith(f"database {path} cannot be written (")
+    assert str(info.value).endswith("fix its permissions or set REGTRACK_DB_URL to a writable file")
 
 
 def test_locked_database_is_a_usage_error(db_path: Path) -> None:

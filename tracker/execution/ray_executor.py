@@ -20,6 +20,7 @@ another node and its case retried there, as often as nodes are lost (up to
 from __future__ import annotations
 
 import os
+import socket
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -46,6 +47,10 @@ ACTOR_START_TIMEOUT_S = 300.0
 """How long a new actor may wait for a node with room for it before the command stops."""
 START_FAILURES_PER_SLOT = 3
 """Replacement actors of one slot that may die before their first job before the command stops."""
+RAY_ANSWER_TIMEOUT_S = 10.0
+"""How long the address of the cluster to join may take to accept a connection, and then to answer."""
+HTTP2_OPENING = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+"""HTTP/2's client preface and an empty SETTINGS frame: what a gRPC client sends first."""
 
 
 @dataclass(frozen=True)
@@ -116,11 +121,7 @@ class RayExecutor:
         ray = _ray()
         _ray_messages_to_stderr()
         if not ray.is_initialized():
-            try:
-                ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
-            except ConnectionError as exc:
-                raise UsageError(f"cannot reach the Ray cluster at {address or os.environ.get('RAY_ADDRESS')}: {exc}; "
-                                 "start one with `ray start --head` or pass --ray-address") from None  # fmt: skip
+            _join_cluster(address)
         self.device, self.dtype, self.timeout_s, self.start_timeout_s = device, dtype, timeout_s, start_timeout_s
         self.gpus_per_actor = gpus_per_actor if gpus_per_actor is not None else (1.0 if device.startswith("cuda") else 0.0)
         self._arguments = (str(log_dir) if log_dir else None, str(cache_root) if cache_root else None, dict(env or {}))
@@ -314,6 +315,64 @@ def _get(ref: Any) -> Any:
         if isinstance(exc.cause, UsageError):
             raise exc.cause from None
         raise
+
+
+def _join_cluster(address: str | None) -> None:
+    """``ray.init``, once the cluster's address answers. Ray itself retries an address where nothing
+    answers for many minutes, deaf to SIGTERM while it waits, and never says why."""
+    named = _named_address(address)
+    try:
+        dialled = _dialled_address(named)
+        if dialled is not None:
+            _check_answers(*dialled)
+        _ray().init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    except ConnectionError as exc:
+        raise UsageError(
+            f"cannot reach the Ray cluster at {named or 'the address `ray start` last recorded'} ({exc}); start it with "
+            "`ray start --head`, or pass the address of a running one with --ray-address (or RAY_ADDRESS)"
+        ) from None
+
+
+def _named_address(address: str | None) -> str | None:
+    """The address ``ray.init(address=address)`` joins: RAY_ADDRESS stands for none or "auto"."""
+    if address in (None, "auto"):
+        return os.environ.get("RAY_ADDRESS") or address
+    return address
+
+
+def _dialled_address(address: str | None) -> tuple[str, int] | None:
+    """The host and port Ray dials for ``address`` (a client's ``ray://HOST:PORT``; this host's
+    address for "localhost"), or None where Ray starts a cluster of its own."""
+    try:
+        if address is not None and "://" in address:
+            dialled: str | None = address.split("://", 1)[1]
+        else:
+            from ray._private.services import canonicalize_bootstrap_address
+
+            dialled = canonicalize_bootstrap_address(address)
+        if dialled is None:
+            return None
+        host, _, port = dialled.rpartition(":")
+        return host.strip("[]"), int(port)
+    except ValueError as exc:
+        raise UsageError(f"{address!r} is not a Ray address ({exc}); pass HOST:PORT, ray://HOST:PORT or auto") from None
+
+
+def _check_answers(host: str, port: int) -> None:
+    """Raise ConnectionError unless something at ``host``:``port`` accepts a connection and answers
+    the opening of an HTTP/2 exchange, as the gRPC servers of a Ray cluster do, each within
+    ``RAY_ANSWER_TIMEOUT_S``. SIGTERM ends the wait at once (Ray sets a handler of its own later)."""
+    try:
+        with socket.create_connection((host, port), timeout=RAY_ANSWER_TIMEOUT_S) as connection:
+            connection.sendall(HTTP2_OPENING)
+            answer = connection.recv(1)
+    except TimeoutError:
+        raise ConnectionError(f"no answer within {RAY_ANSWER_TIMEOUT_S:g}s at {host}:{port}") from None
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise ConnectionError(f"{reason[:1].lower()}{reason[1:]} at {host}:{port}") from None
+    if not answer:
+        raise ConnectionError(f"{host}:{port} closed the connection without answering")
 
 
 def _ray_messages_to_stderr() -> None:
