@@ -136,6 +136,18 @@ def test_history_lists_stored_runs(demo: tuple[Path, DemoManifest]) -> None:
     assert "swa_page_table" in regtrack("history", "--repo", str(repo)).stdout
 
 
+def test_show_says_why_each_case_could_not_be_judged(demo: tuple[Path, DemoManifest]) -> None:
+    """On the CPU the attention probe's FlashInfer cases skip, saying why only in their detail."""
+    repo, manifest = demo
+    assert regtrack("run", "--repo", str(repo), "--probe", "target_verify_attention", manifest.head).exit_code == 0
+    runs = json.loads(regtrack("show", "--repo", str(repo), "--json", manifest.head).stdout)["runs"]
+    skipped = [r for r in runs if r["outcome"] == "skip"]
+    assert skipped and all((r["signature"], r["reason"]) == (None, "case needs a CUDA device") for r in skipped)
+    assert all(r["reason"] is None for r in runs if r["outcome"] == "pass")
+    table = regtrack("show", "--repo", str(repo), manifest.head).stdout
+    assert table.count("case needs a CUDA") == len(skipped)
+
+
 def ran_a_step(line: str) -> bool:
     """A progress line of a revision measured now, not read from the store."""
     return line.startswith("[") and "(stored)" not in line

@@ -42,7 +42,8 @@ def test_filters_by_outcome_range_time_and_environment(measured: tuple[Path, Dem
     assert {r["sha"] for r in history(repo, "--range", f"{manifest.bugs['target_verify_overwrite'].relanded}..{manifest.head}")} == {manifest.head}
     assert history(repo, "--since", "2999-01-01") == []
     assert len(history(repo, "--env", "cpu")) == len(everything)
-    assert history(repo, "--env", "H200") == []
+    unknown = CliRunner().invoke(main, ["history", "--repo", str(repo), "--env", "H200"], catch_exceptions=False)
+    assert unknown.exit_code == 2 and "stored: cpu (" in unknown.stderr  # no H200 ran here: a usage error, not an empty answer
     assert len(history(repo, "--limit", "1")) == 1
 
 

@@ -184,7 +184,7 @@ def test_a_reused_result_is_stored_at_the_revision_it_stands_for(mylib: tuple[Gi
     edit = repo.commit("Edit the docs", {"docs/index.md": "# mylib, v2\n"})
     assert run_row(where, "--probe", "verify", "HEAD")["reused"] is True
     shown = json.loads(regtrack("show", edit, "--json", cwd=where).stdout)["runs"]
-    assert [(r["sha"], r["outcome"], "measured_at" in r) for r in shown] == [(edit, "pass", False)]
+    assert [(r["sha"], r["outcome"], r["measured_at"], r["same_tree"]) for r in shown] == [(edit, "pass", first["sha"], False)]
     with sqlite3.connect(home / "data" / "regtrack.db") as db:
         rows = db.execute("SELECT id, reused_from_id, duration_s, input_set_id FROM runs ORDER BY id").fetchall()
     [(source, none, _, inputs), (_, reused_from, duration, same_inputs)] = rows

@@ -15,11 +15,11 @@ from tracker.cli.app import emit_json, main, out, target_options, workspace
 from tracker.core.errors import UsageError
 from tracker.core.records import CommitInfo, TransitionRecord
 from tracker.queries import (
-    CommitRuns,
-    filter_runs,
+    RunFilter,
+    history_runs,
     parse_tolerance,
     regressions_of,
-    runs_of_commits,
+    runs_at,
     verdict_under,
 )
 from tracker.workspace import Workspace, ask
@@ -56,23 +56,19 @@ def regressions(only_open: bool, repo: Path | None, target: str | None, as_json:
 @target_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def history(probe_name: str | None, range_spec: str | None, since: datetime | None, until: datetime | None, environment: str | None, outcome: str | None, tolerance: float | None, abs_tolerance: float | None, limit: int, repo: Path | None, target: str | None, as_json: bool) -> None:
-    """Stored probe runs, newest first, filtered; nothing is run.
+    """Stored probe runs, newest first, filtered, each with the reason it failed or could not be
+    judged; nothing is run. A --probe or --env that names nothing stored is exit 2.
 
     With --range, a run measured outside the range at a target tree of the range is listed under
-    the range's first commit with that tree, marked "measured at X, same tree"."""
-    def question(ws: Workspace[Any]) -> CommitRuns:
-        repo_id = ws.store.repository(ws.repo.path)
-        if range_spec:
-            return runs_of_commits(ws.store, ws.repo, repo_id, ws.target.paths, ws.repo.line(range_spec), probe_name, outcome)
-        return CommitRuns(ws.store.runs(repo_id=repo_id, probe=probe_name, outcome=outcome))
-
-    found = ask(repo, target, question)
-    runs = filter_runs(found.runs, _utc(since), _utc(until), environment)[:limit]
-    rederived = {r.id: verdict_under(r, parse_tolerance(tolerance, abs_tolerance)) for r in runs} if tolerance is not None else None
+    the range's first commit with that tree, marked "measured at X, same tree"; a result copied
+    from another tree by read reuse is marked "measured at X, same files read"."""
+    wanted = RunFilter(probe_name, outcome, _utc(since), _utc(until), environment)
+    found = ask(repo, target, lambda ws: history_runs(ws, wanted, range_spec, limit))
+    rederived = {r.id: verdict_under(r, parse_tolerance(tolerance, abs_tolerance)) for r in found.runs} if tolerance is not None else None
     if as_json:
-        emit_json([render.run_json(r, rederived, found.measured_at) for r in runs])
+        emit_json([render.run_json(r, found, rederived) for r in found.runs])
     else:
-        out.print(render.runs_table(runs, "stored runs, newest first", rederived, found.measured_at))
+        out.print(render.runs_table(found, "stored runs, newest first", out.width, rederived))
 
 
 def _utc(moment: datetime | None) -> datetime | None:
@@ -81,34 +77,35 @@ def _utc(moment: datetime | None) -> datetime | None:
 
 @main.command()
 @click.argument("rev")
+@click.option("--output", "with_output", is_flag=True, help="Print each run's kept output (a command's last lines, a probe's detail) instead of the table.")
 @target_options
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def show(rev: str, repo: Path | None, target: str | None, as_json: bool) -> None:
-    """Everything stored about REV: its commit and every probe run of it, including the runs
-    measured at another commit with the same target tree (marked "measured at X, same tree")."""
-    def question(ws: Workspace[Any]) -> tuple[str, CommitInfo, CommitRuns]:
-        sha = ws.repo.resolve(rev)
-        repo_id = ws.store.repository(ws.repo.path)
-        commit = ws.store.commit(repo_id, sha) or ws.repo.commit_info(sha)
-        return sha, commit, runs_of_commits(ws.store, ws.repo, repo_id, ws.target.paths, [sha])
-
-    sha, commit, found = ask(repo, target, question)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (every run carries its whole signature and output as detail).")
+def show(rev: str, with_output: bool, repo: Path | None, target: str | None, as_json: bool) -> None:
+    """Everything stored about REV: its commit and every probe run of it with the reason it failed
+    or could not be judged, including the runs measured at another commit with the same target
+    tree (marked "measured at X, same tree") or copied by read reuse ("measured at X, same files read")."""
+    commit, found = ask(repo, target, lambda ws: runs_at(ws, rev))
     if as_json:
-        emit_json({"commit": render.commit_json(commit), "runs": [render.run_json(r, None, found.measured_at) for r in found.runs]})
+        emit_json({"commit": render.commit_json(commit), "runs": [render.run_json(r, found) for r in found.runs]})
+        return
+    out.print(render.commit_header(commit))
+    if not found.runs:
+        out.print("no stored runs; measure it with `regtrack run`")
+    elif with_output:
+        out.print(render.run_outputs(found), soft_wrap=True)
     else:
-        out.print(render.commit_header(commit))
-        table = render.runs_table(found.runs, f"runs of {sha[:12]}", None, found.measured_at)
-        out.print(table if found.runs else "no stored runs; measure it with `regtrack run`")
+        out.print(render.runs_table(found, f"runs of {commit.sha[:12]}", out.width))
 
 
 @main.command()
 @click.option("--html", "html_path", required=True, type=click.Path(path_type=Path), help="The page to write: one self-contained HTML file.")
 @click.option("--range", "range_spec", help="First-parent range to show (A..B, or B; default: the target's branch).")
-@click.option("--probe", "probe_names", multiple=True, help="Probe to show (repeatable; default: the target's probes).")
+@click.option("--probe", "probe_names", multiple=True, help="Probe to show, as stored (repeatable; default: the target's probes).")
 @click.option("--env", "environment", help="Only runs in this environment: a fingerprint prefix or part of the GPU name (cpu for none).")
 @target_options
 def report(html_path: Path, range_spec: str | None, probe_names: tuple[str, ...], environment: str | None, repo: Path | None, target: str | None) -> None:
-    """Write an HTML report of the stored results along the first-parent line; nothing is run."""
+    """Write an HTML report of the stored results along the first-parent line; nothing is run.
+    A --probe or --env that names nothing stored is exit 2."""
     from tracker.report.build import build_report  # only this command pays for the report's modules
     from tracker.report.html import render_html
 

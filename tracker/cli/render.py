@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+from rich.cells import cell_len
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -14,6 +14,7 @@ from rich.text import Text
 from probes.api import Outcome
 from tracker.core.records import CommitInfo, RunRow
 from tracker.core.verdicts import Verdict
+from tracker.queries import CommitRuns, reason
 
 if TYPE_CHECKING:
     from tracker.bisect_session import BisectReport
@@ -28,6 +29,8 @@ CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # Signatures can run to hundreds of characters (one per failing case); tables and step lines
 # show this many, --json all of them.
 SIGNATURE_WIDTH = 80
+# The least of a run's reason a table of runs shows, however narrow the terminal.
+REASON_MIN_WIDTH = 20
 STYLE = {"good": "green", "pass": "green", "bad": "red", "fail": "red", "crash": "red", "timeout": "red", "skip": "yellow", "error": "yellow"}
 
 
@@ -84,40 +87,81 @@ def measurements_table(rows: list[dict[str, Any]]) -> Table:
     return table
 
 
-def run_json(run: RunRow, rederived: dict[int, Outcome] | None = None, measured_at: Mapping[int, str] | None = None) -> dict[str, Any]:
-    """``measured_at``: the commit a run was measured at, for runs listed under another commit with the same target tree."""
+def run_json(run: RunRow, found: CommitRuns, rederived: dict[int, Outcome] | None = None) -> dict[str, Any]:
+    """The whole run, with its ``reason`` whole; ``measured_at`` and ``same_tree`` where its result
+    was measured at another commit than the one it is listed under."""
     data = asdict(run)
     data["outcome"] = run.outcome.value
     data["started_at"] = run.started_at.isoformat()
+    data["reason"] = reason(run)
     if rederived is not None:
         data["outcome_at_tolerance"] = rederived[run.id].value
-    if measured_at and run.id in measured_at:
-        data["measured_at"], data["same_tree"] = measured_at[run.id], True
+    elsewhere = found.elsewhere(run)
+    if elsewhere is not None:
+        data["measured_at"], data["same_tree"] = elsewhere
     return data
 
 
-def runs_table(runs: list[RunRow], title: str, rederived: dict[int, Outcome] | None = None, measured_at: Mapping[int, str] | None = None) -> Table:
-    columns = ["when", "commit", "subject", "probe", "case", "outcome", "s", "env", "signature"]
-    table = Table(*columns, *(["at tolerance"] if rederived is not None else []), title=title)
-    if measured_at:
-        table.add_column("measured at", no_wrap=True)
-    for r in runs:
-        extra = [styled(rederived[r.id].value)] if rederived is not None else []
-        if measured_at:
-            extra.append(Text(f"{short(measured_at[r.id])}, same tree" if r.id in measured_at else ""))
-        table.add_row(
-            r.started_at.strftime("%Y-%m-%d %H:%M"),
-            short(r.sha),
-            plain(r.subject[:48]),
-            plain(f"{r.probe_name} v{r.probe_version}"),
-            plain(r.case_id),
-            styled(r.outcome.value),
-            f"{r.duration_s:.2f}",
-            plain(r.gpu_name or "cpu"),
-            signature_cell(r.signature),
-            *extra,
-        )
+def measured_elsewhere(found: CommitRuns, run: RunRow) -> str:
+    """"X, same tree" or "X, same files read" where the run's result was measured at commit X; else empty."""
+    elsewhere = found.elsewhere(run)
+    if elsewhere is None:
+        return ""
+    sha, same_tree = elsewhere
+    return f"{short(sha)}, {'same tree' if same_tree else 'same files read'}"
+
+
+def runs_table(found: CommitRuns, title: str, width: int, rederived: dict[int, Outcome] | None = None) -> Table:
+    """One row per run, its reason last and on one line, cut ("…"; ``--json`` has it whole) to what
+    ``width`` (the terminal's, or a log's 160 columns) leaves after the other columns, but never
+    under ``REASON_MIN_WIDTH``; where even that is too wide, the other columns wrap."""
+    headers = ["when", "commit", "subject", "probe", "case", "outcome", "s", "env"]
+    headers += ["at tolerance"] if rederived is not None else []
+    shown_elsewhere = any(found.elsewhere(r) for r in found.runs)
+    headers += ["measured at"] if shown_elsewhere else []
+    rows = [_run_cells(found, r, rederived, shown_elsewhere) for r in found.runs]
+    table = Table(title=title)
+    for header in headers:
+        table.add_column(header, no_wrap=header == "measured at")
+    table.add_column("reason", no_wrap=True, max_width=_reason_width(headers, rows, width))
+    for r, cells in zip(found.runs, rows):
+        table.add_row(*cells, Text(" ".join(printable(reason(r) or "").split())))
     return table
+
+
+def _run_cells(found: CommitRuns, r: RunRow, rederived: dict[int, Outcome] | None, shown_elsewhere: bool) -> list[Text]:
+    cells = [
+        Text(r.started_at.strftime("%Y-%m-%d %H:%M")),
+        Text(short(r.sha)),
+        plain(r.subject[:48]),
+        plain(f"{r.probe_name} v{r.probe_version}"),
+        plain(r.case_id),
+        styled(r.outcome.value),
+        Text(f"{r.duration_s:.2f}"),
+        plain(r.gpu_name or "cpu"),
+    ]
+    cells += [styled(rederived[r.id].value)] if rederived is not None else []
+    return cells + ([Text(measured_elsewhere(found, r))] if shown_elsewhere else [])
+
+
+def _reason_width(headers: list[str], rows: list[list[Text]], width: int) -> int:
+    """``width`` less every other column's widest cell, a space each side of every cell and the borders."""
+    others = sum(max([cell_len(header), *(row[i].cell_len for row in rows)]) for i, header in enumerate(headers))
+    return max(width - others - (3 * (len(headers) + 1) + 1), REASON_MIN_WIDTH)
+
+
+def run_outputs(found: CommitRuns) -> Group:
+    """Each run's kept output (its detail) as stored, after a blank line and a line naming the run,
+    newest first."""
+    return Group(*(part for r in found.runs for part in [Text(""), *_output_block(found, r)]))
+
+
+def _output_block(found: CommitRuns, run: RunRow) -> list[Text]:
+    elsewhere = measured_elsewhere(found, run)
+    where = f", measured at {elsewhere}" if elsewhere else ""
+    heading = plain(f"{run.probe_name} v{run.probe_version} (case {run.case_id}): {run.outcome.value}, {run.started_at:%Y-%m-%d %H:%M}{where}")
+    heading.stylize("bold")
+    return [heading, plain(run.detail.rstrip()) if run.detail.strip() else Text("no output kept", style="dim")]
 
 
 def commit_header(commit: CommitInfo) -> Text:

@@ -22,7 +22,7 @@ from tracker.core.records import (
     TransitionRecord,
 )
 from tracker.core.verdicts import BAD_OUTCOMES, Outcome, verdict_of
-from tracker.queries import filter_runs
+from tracker.queries import check_filters, filter_runs
 from tracker.report.model import (
     Cell,
     CellState,
@@ -48,19 +48,29 @@ STATE_OF_CELL = {cell: state for state, cell in CELL_STATE.items()}
 SIGNATURE_OUTCOMES: dict[CellState, frozenset[Outcome]] = {
     "fail": BAD_OUTCOMES,
     "flaky": BAD_OUTCOMES,
-    "skip": frozenset({Outcome.ERROR}),
+    "skip": frozenset({Outcome.ERROR, Outcome.SKIP}),
 }
 AttemptKey = tuple[str, int, str, int]  # environment fingerprint, probe version, settings, attempt number
+
+
+def _default_probes(ws: Workspace, repo_id: int) -> tuple[str, ...]:
+    """The target's probes; for a repository without any (probed by ``--command``), every probe stored for it."""
+    if ws.target.probes:
+        return tuple(probe.name for probe in ws.probes(()))
+    return tuple(ws.store.probe_names(repo_id))
 
 
 def build_report(
     ws: Workspace, range_spec: str | None, probe_names: tuple[str, ...], environment: str | None
 ) -> ReportData:
-    """``range_spec`` as ``regtrack scan`` takes it (default: the target's branch); ``environment``
-    as ``regtrack history --env`` takes it (default: runs of every environment)."""
-    line = ws.repo.line(range_spec or ws.target.branch)
-    probes = tuple(probe.name for probe in ws.probes(probe_names))
+    """``range_spec`` as ``regtrack scan`` takes it (default: the target's branch); ``probe_names``
+    and ``environment`` as ``regtrack history --probe`` and ``--env`` take them, each a probe or
+    environment stored for the repository (``UsageError`` otherwise; default: the target's probes,
+    runs of every environment)."""
     repo_id = ws.store.repository(ws.repo.path)
+    check_filters(ws.store, repo_id, probe_names, environment)
+    line = ws.repo.line(range_spec or ws.target.branch)
+    probes = probe_names or _default_probes(ws, repo_id)
     trees = ws.repo.tree_hashes(line, ws.target.paths)
     runs = [r for r in ws.store.runs(repo_id=repo_id, trees=sorted(set(trees.values()))) if r.probe_name in probes]
     if environment is not None:
