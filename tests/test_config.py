@@ -33,13 +33,14 @@ def usage_error(start: Path, repo_override: Path | None = None) -> str:
     return message
 
 
-def test_no_config_is_one_default_target_at_the_git_top_level(repo: GitRepo) -> None:
+def test_no_config_is_one_default_target_at_the_git_top_level_with_no_probes(repo: GitRepo) -> None:
+    """The whole repository and no probe: a command must say what to run (--command or --probe)."""
     (repo.path / "engine" / "deep").mkdir()
     config = load_config(repo.path / "engine" / "deep", None)
     assert config.db_url is None
     assert config.source is None
     target = config.target(None)
-    assert target == Target("default", repo.path.resolve(), ("backend",), ALL_PROBES, "main")
+    assert target == Target("default", repo.path.resolve(), (".",), (), "main")
     assert config.target("default") is target
 
 
@@ -56,7 +57,7 @@ def test_loading_a_config_names_the_builtin_probes_without_importing_torch(repo:
     )
     root = Path(__file__).resolve().parent.parent
     done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
-    assert done.stdout.split() == [str(len(ALL_PROBES)), "('swa_page_table',)", "False"]
+    assert done.stdout.split() == ["0", "('swa_page_table',)", "False"]
 
 
 def test_no_config_with_repo_override(repo: GitRepo, tmp_path: Path) -> None:
@@ -97,8 +98,8 @@ def test_tool_regtrack_in_pyproject(repo: GitRepo, tmp_path: Path) -> None:
     assert config.source == (repo.path / "pyproject.toml").resolve()
     target = config.target("kernels")
     assert target.repo == other.path.resolve()
-    assert target.paths == ("backend",)
-    assert target.probes == ALL_PROBES
+    assert target.paths == (".",)
+    assert target.probes == ()
 
 
 def test_pyproject_without_the_section_is_passed_over(repo: GitRepo) -> None:
@@ -122,10 +123,14 @@ def test_search_stops_at_the_git_top_level(repo: GitRepo, tmp_path: Path) -> Non
     assert load_config(tmp_path, None).source == (tmp_path / "regtrack.toml").resolve()
 
 
-def test_repo_override_wins_over_the_config(repo: GitRepo, tmp_path: Path) -> None:
+def test_repo_override_reads_that_repositorys_config_never_the_current_directorys(repo: GitRepo, tmp_path: Path) -> None:
     other = GitRepo(tmp_path / "other")
-    (repo.path / "regtrack.toml").write_text('[targets.a]\nrepo = "."\n[targets.b]\npaths = ["src"]\n')
+    (repo.path / "regtrack.toml").write_text('[targets.here]\nrepo = "."\nprobes = ["swa_page_table"]\n')
+    no_config = load_config(repo.path, other.path)
+    assert no_config.source is None and no_config.target(None) == Target("default", other.path.resolve())
+    (other.path / "regtrack.toml").write_text('[targets.a]\nrepo = "."\n[targets.b]\npaths = ["src"]\n')
     config = load_config(repo.path, other.path)
+    assert config.source == (other.path / "regtrack.toml").resolve()
     assert {target.repo for target in config.targets.values()} == {other.path.resolve()}
     assert config.target("b").paths == ("src",)
 
@@ -196,7 +201,7 @@ PREPARATION_ERRORS = [
     ("import_roots = []", "targets.a.import_roots is empty"),
     ('import_roots = ["../up"]', "targets.a.import_roots '../up' is not a path inside the repository"),
     ('import_roots = ["/abs"]', "targets.a.import_roots '/abs' is not a path inside the repository"),
-    ('import_roots = ["src"]', "targets.a.import_roots 'src' is outside the target's paths (backend); add it to paths"),
+    ('paths = ["backend"]\nimport_roots = ["src"]', "targets.a.import_roots 'src' is outside the target's paths (backend); add it to paths"),
     ("setup = 3", "targets.a.setup must be a command line"),
     ('setup = ["make", 1]', "targets.a.setup must be a command line"),
     ('setup = ""', "targets.a.setup is empty"),

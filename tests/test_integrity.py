@@ -143,7 +143,7 @@ def test_settings_keys_differ_in_every_part() -> None:
 
 # -- resumed bisects ------------------------------------------------------------------------------
 
-BISECT = ("bisect", "--probe", "integrity_flaky", "--strategy", "auto", "--max-runs", "20", "--seed", "6", "--json")
+BISECT = ("bisect", "--probe", "integrity_flaky", "--strategy", "bayes", "--max-runs", "20", "--seed", "6", "--json")
 
 
 def answer(report: dict) -> tuple[object, ...]:

@@ -16,6 +16,7 @@ from sqlalchemy import create_engine, text
 from db.revision import head_revision
 from db.store import Store
 from tracker.demo.history import DemoManifest, build_demo_history
+from tracker.demo.target import DEMO_TARGET
 from tracker.track import track_lock
 
 pytestmark = pytest.mark.postgres
@@ -68,7 +69,7 @@ def test_the_track_lock_is_a_database_advisory_lock(database: str, demo: tuple[P
     repo, _ = demo
     with Store.open(database) as other_host:
         assert other_host.shared
-        with track_lock(other_host, repo, "default", wait=False):
+        with track_lock(other_host, repo, DEMO_TARGET, wait=False):
             blocked = regtrack("track", "--repo", str(repo), "--out", str(tmp_path / "reports"), cwd=repo)
     assert blocked.exit_code == 2
     assert "another `regtrack track` is running" in blocked.stderr and "--wait" in blocked.stderr

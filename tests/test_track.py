@@ -26,6 +26,7 @@ from tracker.demo.bugs import (
     write_tree,
 )
 from tracker.demo.history import DemoManifest, build_demo_history
+from tracker.demo.target import DEMO_TARGET
 from tracker.measure import CaseOutcome, Measurement
 from tracker.report.ci import markdown_summary
 from tracker.scan import ScanTransition
@@ -147,7 +148,7 @@ def test_a_head_that_no_probe_can_judge_exits_3_with_every_case_skipped(tracked:
 
 def test_a_second_concurrent_track_exits_with_a_clear_message(tracked: tuple[Path, DemoManifest], tmp_path: Path) -> None:
     repo, _ = tracked
-    with Store.open() as store, track_lock(store, repo, "default", wait=False):
+    with Store.open() as store, track_lock(store, repo, DEMO_TARGET, wait=False):
         blocked = track(repo, tmp_path / "reports")
     assert blocked.exit_code == 2
     assert "another `regtrack track` is running" in blocked.stderr and "--wait" in blocked.stderr

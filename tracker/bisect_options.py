@@ -31,13 +31,15 @@ if TYPE_CHECKING:
 class BisectOptions:
     """How to search: ``workers`` revisions are measured side by side in each round; ``max_runs``
     bounds the executions of the session (None: no bound); ``find_fix`` looks for the first
-    commit that passes after one that fails."""
+    commit that passes after one that fails; ``assume_ends`` takes the ends at the user's word,
+    as ``git bisect`` does, instead of measuring them first."""
 
     strategy: StrategyName = "auto"
     workers: int = 1
     confidence: float = 0.95
     max_runs: int | None = None
     find_fix: bool = False
+    assume_ends: bool = False
 
 
 def searched(verdict: Verdict, find_fix: bool) -> Verdict:

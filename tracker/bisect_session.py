@@ -27,6 +27,9 @@ until it fails (an intermittent bug that fails one run in four still fails withi
 the time); every attempt is evidence for the search, and an end that never behaves, or that is
 untestable, stops the session as above.
 
+With ``assume_ends`` the ends are not measured: the strategy takes them as given, as ``git
+bisect`` does, so an untestable end no longer stops the session.
+
 Direction. With ``find_fix`` (see ``tracker.bisect_options``) the search runs from the bad end to
 a later good one, every verdict fed to the strategy inverted: the old end must fail and the new
 end pass, each checked as above, and the culprit is the first fixed commit.
@@ -239,7 +242,8 @@ class _Run:
         except InconsistentVerdicts:
             # an end that misbehaves under a search that trusts every run: verify_ends stops the session
             rounds, remaining = 0, len(self.candidates)
-        left = sum(index not in self.verdicts for index in (0, len(self.shas) - 1)) + rounds * self.options.workers
+        ends = 0 if self.options.assume_ends else sum(index not in self.verdicts for index in (0, len(self.shas) - 1))
+        left = ends + rounds * self.options.workers
         if self.options.max_runs is not None:
             left = min(left, max(self.options.max_runs - self._executions(), 0))
         return StepProgress(len(self.steps), len(self.steps) + left, remaining, rounds, seconds)
@@ -270,6 +274,8 @@ class _Run:
             self._feed(index, measurement.verdict, measurement.reused, measurement.attempt, measurement, seconds)
 
     def _unfed(self, index: int) -> list[Attempt]:
+        if not self.prober.stored_results_stand(self.trees[index]):
+            return []
         newest_fed = self.fed.get(index, 0)
         complete = [a for a in self.prober.attempts(self.trees[index]) if a.complete(self.prober.case_ids)]
         return [a for a in complete if a.number > newest_fed]
@@ -283,7 +289,9 @@ class _Run:
 
     def verify_ends(self) -> None:
         """In the strategy's terms: the old end is good and the new end bad (in a fix search, the
-        old end fails and the new end passes)."""
+        old end fails and the new end passes); nothing is measured when the ends are assumed."""
+        if self.options.assume_ends:
+            return
         ends = {0: (Verdict.GOOD, GOOD_END_ATTEMPTS), len(self.shas) - 1: (Verdict.BAD, BAD_END_ATTEMPTS)}
         while pending := [
             i for i, (expected, attempts) in ends.items() if not self._end_settled(i, expected, attempts if self.flake_aware else 1)

@@ -91,8 +91,12 @@ class Prober:
         snapshots: SnapshotCache,
         trigger: str,
         seed: int | None = None,
+        fresh: bool = False,
     ) -> None:
         self.store, self.repo, self.target, self.probe = store, repo, target, probe
+        self.fresh = fresh
+        """Measure each tree afresh the first time it is asked for, whatever is stored (``--fresh``)."""
+        self._measured_here: set[str] = set()
         self.executor, self.snapshots, self.trigger, self.seed = executor, snapshots, trigger, seed
         self.repo_id = store.repository(repo.path)
         self.code_hash = probe.code_hash
@@ -131,6 +135,11 @@ class Prober:
             trees.update(found)
         return {sha: trees[sha] for sha in shas}
 
+    def stored_results_stand(self, tree_hash: str) -> bool:
+        """Whether results stored before this prober measured ``tree_hash`` may answer for it: always,
+        unless it measures afresh and has not measured that tree yet."""
+        return not self.fresh or tree_hash in self._measured_here
+
     def attempts(self, tree_hash: str) -> list[Attempt]:
         """The stored attempts at ``tree_hash`` under this probe, environment and settings, oldest first."""
         runs = self.store.runs_for_tree(tree_hash, self.probe_id, self.environment_id, list(self.case_keys.values()))
@@ -166,6 +175,7 @@ class Prober:
     def measure_many(self, requests: Sequence[Request], session_id: int | None = None) -> list[Measurement]:
         """Measure several revisions in one round: every missing case goes to the executor at once,
         so W workers measure W revisions side by side. A tree asked for twice is measured once."""
+        requests = [replace(r, rerun=True) if not self.stored_results_stand(r.tree_hash) else r for r in requests]
         plans: dict[tuple[str, bool], _Plan] = {}
         for request in requests:
             plans.setdefault((request.tree_hash, request.rerun), self._plan(request, session_id))
@@ -182,6 +192,7 @@ class Prober:
             verdict = verdict_of(c.outcome for c in ordered)
             measured.append(Measurement(request.sha, request.tree_hash, verdict, ordered, not plan.executed, plan.attempt or 1))
         for plan in plans.values():
+            self._measured_here.add(plan.request.tree_hash)
             if plan.executed:
                 self.executions += 1
             else:
@@ -251,10 +262,11 @@ class Prober:
         return claimed, held
 
     def _claim_new_attempt(self, plan: _Plan, session_id: int | None) -> None:
-        """A number no process has used for this tree, with every case claimed under it."""
+        """The smallest number no live process has used for this tree (``Store.new_attempt``), with
+        every case claimed under it."""
         keys = [self._key(plan, case_id) for case_id in self.case_ids]
         for _ in range(NEW_ATTEMPT_TRIES):
-            number = self.store.new_attempt(keys)
+            number = self.store.new_attempt(keys, owners.is_stale)
             states = [
                 self.store.claim(key, number, owners.this_process(), self._expiry(), owners.is_stale, session_id)
                 for key in keys

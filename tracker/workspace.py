@@ -16,8 +16,9 @@ from db.readonly import NotStored, ReadOnlyStore
 from tracker.core.records import SessionRow
 from probes.api import Probe
 from probes.registry import ProbeLoadError, known_names
-from probes.sources import ProbeSpec, adhoc_command_name, command_spec, resolve, split_command
+from probes.sources import ProbeSpec, Source, adhoc_command_name, command_spec, resolve, split_command
 
+from tracker.targets.command_inputs import worktree_inputs
 from tracker.targets.config import Config, ExecutorConfig, Target, load_config
 from tracker.core.errors import UsageError
 from tracker.targets.revisions import ROOT_PATH, Repo
@@ -83,6 +84,8 @@ class Workspace(Generic[S]):
     repo: Repo
     store: S
     snapshots: SnapshotCache
+    cwd: Path
+    """The directory the command was given from: where ``--command`` finds the files it names."""
 
     @classmethod
     def open(cls, repo: Path | None = None, target: str | None = None, cwd: Path | None = None) -> Workspace[Store]:
@@ -110,9 +113,9 @@ class Workspace(Generic[S]):
     def probe(self, name: str | None) -> Probe:
         """``name``, or the target's first probe, built from its source as every worker builds it."""
         import_probe_modules()
-        chosen = name or self.target.probes[0]
+        chosen = name or self._probe_names()[0]
         try:
-            return resolve(self.target.probe_specs.get(chosen) or ProbeSpec(chosen))
+            return resolve(self._with_worktree_inputs(self.target.probe_specs.get(chosen) or ProbeSpec(chosen)))
         except KeyError:
             known = ", ".join(dict.fromkeys([*self.target.probe_specs, *known_names()]))
             raise UsageError(f"unknown probe {chosen!r}; known probes: {known}") from None
@@ -129,10 +132,32 @@ class Workspace(Generic[S]):
         if not argv:
             raise UsageError("--command is empty; give the command to run, as for git bisect run")
         self.target = replace(self.target, paths=(ROOT_PATH,))
-        return resolve(command_spec(adhoc_command_name(argv), argv, self.repo.path))
+        return resolve(command_spec(adhoc_command_name(argv), argv, self.cwd, worktree_inputs(argv, self.cwd, self.repo)))
+
+    def _with_worktree_inputs(self, spec: ProbeSpec) -> ProbeSpec:
+        """A configured command with the untracked files it names (besides its ``inputs``) taken
+        from the work tree (``tracker.targets.command_inputs``)."""
+        if spec.source is not Source.COMMAND:
+            return spec
+        found = worktree_inputs(spec.command, Path(spec.base), self.repo)
+        return replace(spec, inputs=tuple(dict.fromkeys([*spec.inputs, *found])))
 
     def probes(self, names: tuple[str, ...]) -> list[Probe]:
-        return [self.probe(name) for name in (names or self.target.probes)]
+        return [self.probe(name) for name in (names or self._probe_names())]
+
+    def _probe_names(self) -> tuple[str, ...]:
+        """The target's probes; a usage error where it has none, since nothing would be tested."""
+        if self.target.probes:
+            return self.target.probes
+        if self.config.source is None:
+            raise UsageError(
+                f"{self.repo.path} has no regtrack.toml, so there is nothing to probe; pass --command CMD "
+                "(run at each revision, as for git bisect run), or write a config with `regtrack init`"
+            )
+        raise UsageError(
+            f"target {self.target.name!r} in {self.config.source} lists no probes; add probes = [...] "
+            f"or a [targets.{self.target.name}.probes.P] table to it, or pass --command CMD"
+        )
 
     def unfinished_bisect(self: Workspace[Store], probe: Probe) -> SessionRow:
         """The newest unfinished bisect of this target with ``probe``, for ``--resume``."""
@@ -141,10 +166,10 @@ class Workspace(Generic[S]):
         probe_id = self.store.probe_version(probe.name, probe.version, probe.code_hash)
         return open_session(self.store, self.store.repository(self.repo.path), self.target.name, probe_id, probe.name)
 
-    def prober(self, probe: Probe, executor: Executor, trigger: str, seed: int | None = None) -> Prober:
+    def prober(self, probe: Probe, executor: Executor, trigger: str, seed: int | None = None, fresh: bool = False) -> Prober:
         from tracker.measure import Prober
 
-        return Prober(self.store, self.repo, self.target, probe, executor, self.snapshots, trigger, seed)
+        return Prober(self.store, self.repo, self.target, probe, executor, self.snapshots, trigger, seed, fresh)
 
 
 def ask(repo: Path | None, target: str | None, question: Callable[[Workspace[Any]], T]) -> T:
@@ -161,9 +186,10 @@ def ask(repo: Path | None, target: str | None, question: Callable[[Workspace[Any
 
 
 def _opened(open_store: Callable[[str | None], S], repo: Path | None, target: str | None, cwd: Path | None) -> Workspace[S]:
-    config = load_config(cwd or Path.cwd(), repo)
+    start = cwd or Path.cwd()
+    config = load_config(start, repo)
     chosen = config.target(target)
-    return Workspace(config, chosen, Repo(chosen.repo), open_store(database_url(config)), SnapshotCache())
+    return Workspace(config, chosen, Repo(chosen.repo), open_store(database_url(config)), SnapshotCache(), start)
 
 
 def database_url(config: Config) -> str | None:

@@ -73,7 +73,10 @@ EXECUTION_FLAGS = {
     "device": "--device", "dtype": "--dtype", "workers": "--workers", "timeout": "--timeout", "seed": "--seed",
     "executor_kind": "--executor", "ray_address": "--ray-address",
 }  # fmt: skip
-SEARCH_FLAGS = {"strategy": "--strategy", "confidence": "--confidence", "max_runs": "--max-runs", "find_fix": "--find-fix"}
+SEARCH_FLAGS = {
+    "strategy": "--strategy", "confidence": "--confidence", "max_runs": "--max-runs", "find_fix": "--find-fix",
+    "assume_ends": "--assume-ends", "fresh": "--fresh",
+}  # fmt: skip
 
 
 def given_with_resume(ctx: click.Context) -> list[str]:
@@ -108,15 +111,34 @@ class RegtrackGroup(click.Group):
             importlib.import_module(f"tracker.cli.{COMMAND_MODULES[name]}")
         return super().get_command(ctx, name)
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta[JSON_ASKED] = JSON_FLAG in args[: args.index("--")] if "--" in args else JSON_FLAG in args
+        return super().parse_args(ctx, args)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except UsageError as error:
+            _json_error(ctx, str(error))
             click.echo(f"regtrack: error: {error}", err=True)
             sys.exit(2)
+        except click.ClickException as error:
+            _json_error(ctx, error.format_message(), error.exit_code)
+            raise
         except KeyboardInterrupt:
             click.echo("regtrack: interrupted; finished results are stored (resume a bisect with --resume)", err=True)
             sys.exit(130)
+
+
+JSON_FLAG = "--json"
+JSON_ASKED = "regtrack.json_asked"
+
+
+def _json_error(ctx: click.Context, message: str, exit_code: int = 2) -> None:
+    """Where ``--json`` was asked for, the error as a JSON object on stdout too, so a program that
+    reads stdout gets an answer."""
+    if ctx.meta.get(JSON_ASKED):
+        emit_json({"error": message, "exit_code": exit_code})
 
 
 @click.group(cls=RegtrackGroup)

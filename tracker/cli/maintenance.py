@@ -20,7 +20,8 @@ from tracker.cli.app import (
     workspace,
 )
 from tracker.targets.snapshots import SnapshotCache
-from tracker.targets.templates import TEMPLATES, template, write_template
+from tracker.core.errors import UsageError
+from tracker.targets.templates import TEMPLATES, config_text, write_init
 
 SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -47,23 +48,36 @@ class Quantity(click.ParamType):
 def gc(max_size: float, max_age: float, as_json: bool) -> None:
     """Clean the snapshot cache: interrupted extractions, and snapshots past the bounds. A snapshot
     used within the last hour is kept (another process may be probing it)."""
-    report = SnapshotCache().gc(int(max_size), max_age)
+    cache = SnapshotCache()
+    try:
+        report = cache.gc(int(max_size), max_age)
+    except OSError as error:
+        culprit = f" ({error.filename})" if error.filename else ""
+        raise UsageError(
+            f"cannot clean the snapshot cache {cache.root}: {error.strerror or error}{culprit}; "
+            "make it writable, or set REGTRACK_HOME to the home whose cache to clean"
+        ) from None
     if as_json:
-        emit_json({"cache": str(SnapshotCache().root), **asdict(report)})
+        emit_json({"cache": str(cache.root), **asdict(report)})
     else:
-        out.print(f"{SnapshotCache().root}: {report}")
+        out.print(f"{cache.root}: {report}")
 
 
 @main.command()
-@click.argument("name", type=click.Choice(sorted(TEMPLATES)))
-@click.argument("path", type=click.Path(path_type=Path), default=".")
+@click.argument("words", metavar="[NAME] [PATH]", nargs=-1)
 @click.option("--print", "to_stdout", is_flag=True, help="Print the configuration instead of writing it.")
-def init(name: str, path: Path, to_stdout: bool) -> None:
-    """Write a regtrack.toml for a known repository (NAME) into PATH, its root (default: here)."""
+def init(words: tuple[str, ...], to_stdout: bool) -> None:
+    """Write a regtrack.toml into PATH (default: here): for a known repository NAME
+    (sglang), or a commented starter for any repository."""
+    name = words[0] if words and words[0] in TEMPLATES else None
+    rest = words[1:] if name is not None else words
+    if len(rest) > 1:
+        raise UsageError(f"init takes at most a template name and a path, not {' '.join(words)}; known templates: {', '.join(TEMPLATES)}")
+    path = Path(rest[0]) if rest else Path(".")
     if to_stdout:
-        click.echo(template(name), nl=False)
+        click.echo(config_text(name, path), nl=False)
         return
-    out.print(f"wrote {write_template(name, path)}")
+    out.print(f"wrote {write_init(name, path)}")
 
 
 @main.group()

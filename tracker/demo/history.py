@@ -35,6 +35,7 @@ from tracker.demo.content import (
 )
 from tracker.demo.fast_import import FastImportStream, Signature, fast_import, git
 from tracker.demo.manifest import BugSpan, DemoManifest, FlakyStretch, Untestable
+from tracker.demo.target import write_demo_config
 
 DEFAULT_COMMITS = 150
 MIN_COMMITS = 60
@@ -275,7 +276,8 @@ def _check_target(path: Path) -> None:
 
 
 def build_demo_history(path: Path, commits: int = DEFAULT_COMMITS) -> DemoManifest:
-    """Create a new repository at ``path`` holding the demo history, checked out at ``main``."""
+    """Create a new repository at ``path`` holding the demo history, checked out at ``main``, with
+    its target's ``regtrack.toml`` (``tracker.demo.target``)."""
     plan = StoryPlan.for_size(commits)
     _check_target(path)
     backend = read_tree(backend_root())
@@ -298,6 +300,7 @@ def build_demo_history(path: Path, commits: int = DEFAULT_COMMITS) -> DemoManife
                 writer.merge(step.side)
         writer.flush()
     git(path, "reset", "--hard", "--quiet")
+    write_demo_config(path)
     return _manifest(plan, [writer.shas[mark] for mark in writer.first_parent])
 
 

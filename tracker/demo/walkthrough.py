@@ -15,6 +15,7 @@ from tracker.core.errors import UsageError
 from tracker.demo.history import build_demo_history
 from tracker.demo.manifest import DemoManifest, manifest_path, write_manifest
 from tracker.demo.story import Intent, intents, key_commits
+from tracker.demo.target import write_demo_config
 from tracker.execution.executors import Executor
 from tracker.targets.revisions import Repo
 from tracker.workspace import Workspace
@@ -56,6 +57,7 @@ def ensure_history(path: Path, commits: int, console: Console) -> DemoManifest:
         manifest = DemoManifest.from_json(manifest_file.read_text())
         if manifest.commits == commits and Repo(path).resolve(manifest.branch) == manifest.head:
             console.print(f"using the demo history at {path}")
+            write_demo_config(path)
             return manifest
     try:
         with console.status(f"building the demo history ({commits} commits) at {path}"):

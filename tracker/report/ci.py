@@ -28,6 +28,7 @@ from tracker.core.verdicts import Verdict
 from tracker.search.transitions import State
 
 if TYPE_CHECKING:
+    from tracker.scan import ScanReport
     from tracker.track import HeadVerdict, TrackResult
 
 
@@ -44,6 +45,16 @@ def exit_status(verdicts_by_commit: Mapping[str, Iterable[Verdict]]) -> ExitStat
     if any(Verdict.BAD in verdicts for verdicts in by_commit.values()):
         return ExitStatus.BAD
     if any(not verdicts - {Verdict.SKIP} for verdicts in by_commit.values()):
+        return ExitStatus.UNJUDGED
+    return ExitStatus.OK
+
+
+def scan_exit_status(report: ScanReport) -> ExitStatus:
+    """BAD if a probe fails at the range's last commit; else UNJUDGED if no probe could judge any
+    commit of the range; else OK."""
+    if any(scan.states and scan.states[-1] is State.BAD for scan in report.probes):
+        return ExitStatus.BAD
+    if not any(state not in (None, State.SKIP) for scan in report.probes for state in scan.states):
         return ExitStatus.UNJUDGED
     return ExitStatus.OK
 

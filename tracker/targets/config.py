@@ -9,7 +9,6 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from probes.api import DEFAULT_IMPORT_ROOTS
-from probes.demo_backend import NAMES as BUILTIN_PROBES
 from probes.sources import ProbeSpec
 from tracker.core.errors import UsageError
 from tracker.targets.probe_tables import command_line, parse_probes
@@ -22,7 +21,7 @@ else:
 CONFIG_FILE = "regtrack.toml"
 PYPROJECT = "pyproject.toml"
 DEFAULT_TARGET = "default"
-DEFAULT_PATHS = ("backend",)
+WHOLE_REPOSITORY = (".",)
 DEFAULT_BRANCH = "main"
 TOP_KEYS = ("db_url", "targets", "executor")
 EXECUTOR_KEYS = ("kind", "ray_address", "gpus_per_actor")
@@ -34,8 +33,11 @@ TARGET_KEYS = ("repo", "paths", "probes", "branch", "import_roots", "setup", "en
 class Target:
     name: str
     repo: Path
-    paths: tuple[str, ...] = DEFAULT_PATHS
-    probes: tuple[str, ...] = BUILTIN_PROBES
+    paths: tuple[str, ...] = WHOLE_REPOSITORY
+    """The paths whose change can change a probe's result; the whole repository unless the config narrows it."""
+    probes: tuple[str, ...] = ()
+    """Empty for a repository without a config, or a target that lists none: a command then needs
+    ``--command`` or ``--probe``."""
     branch: str = DEFAULT_BRANCH
     probe_specs: Mapping[str, ProbeSpec] = field(default_factory=dict)
     """The probes its ``[...probes.NAME]`` tables configure (modules, commands), by name."""
@@ -66,6 +68,7 @@ class Config:
     targets: dict[str, Target]
     db_url: str | None
     source: Path | None = None
+    """The file the config was read from; None where the repository has none."""
     executor: ExecutorConfig = field(default_factory=ExecutorConfig)
 
     def target(self, name: str | None) -> Target:
@@ -133,7 +136,9 @@ def find_config(start: Path) -> tuple[Path, Mapping[str, Any]] | None:
 
 
 def load_config(start: Path, repo_override: Path | None = None) -> Config:
-    found = find_config(start)
+    """The config found from ``repo_override`` when given (never from ``start`` then), else from
+    ``start``; a repository without one gets a target with no probes (see ``Target.probes``)."""
+    found = find_config(repo_override if repo_override is not None else start)
     if found is None:
         return _default_config(start, repo_override)
     file, table = found

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 from tracker.core.errors import UsageError
+from tracker.targets.revisions import Repo
 
 CONFIG_NAME = "regtrack.toml"
 
@@ -30,6 +33,35 @@ probes = {list(SGLANG_PROBES)!r}
 
 TEMPLATES = {"sglang": _SGLANG}
 
+NOT_CODE = re.compile(r"(?i)(docs?|\.github|\.gitignore|\.gitattributes|\.mailmap|.*\.(md|rst)|licen[cs]e.*|authors.*|changelog.*|notice.*)")
+"""Top-level entries whose change cannot change a check's result, left out of a starter's paths."""
+
+
+def starter(repo: Repo) -> str:
+    """A commented ``regtrack.toml`` for any repository: its paths guessed from the tree at HEAD, and
+    a command probe to fill in. Nothing is probed until the command is written: a starter that ran
+    a guessed command would judge revisions by it."""
+    name = re.sub(r"[^A-Za-z0-9_-]", "_", repo.path.name) or "main"
+    entries = repo.top_level_entries("HEAD")
+    paths = [entry for entry in entries if not NOT_CODE.fullmatch(entry)] or ["."]
+    return f"""\
+# regtrack's target for this repository (`regtrack init` wrote it; edit freely).
+[targets.{name}]
+repo = "."
+# The paths whose change can change a probe's result: a commit that touches none of them reuses
+# its parent's result. Guessed from the tree, leaving out documentation; a path left out here is
+# one whose changes are never tested, so when in doubt keep it (or write ["."]).
+paths = {json.dumps(paths)}
+branch = {json.dumps(repo.current_branch() or "main")}
+
+# A probe: a command run in a read-only snapshot of each revision, judged like `git bisect run`:
+# exit 0 good, 125 untestable, 1-127 bad, a signal or 128+ a crash. Write yours, then uncomment.
+# [targets.{name}.probes.check]
+# command = "sh check.sh"          # split like a shell would, never run through one
+# inputs = ["check.sh"]            # files of your work tree it runs: their content is its version
+# reads = ["src"]                  # paths of the revision its result depends on (finer reuse)
+"""
+
 
 def template(name: str) -> str:
     try:
@@ -38,13 +70,37 @@ def template(name: str) -> str:
         raise UsageError(f"no template called {name!r}; known templates: {', '.join(TEMPLATES)}") from None
 
 
-def write_template(name: str, directory: Path) -> Path:
-    """Write the template ``name`` as ``regtrack.toml`` in ``directory``, never over an existing one."""
-    text = template(name)
+def write_config(text: str, directory: Path, merge_hint: str) -> Path:
+    """Write ``text`` as ``regtrack.toml`` in ``directory``, never over an existing one."""
     if not directory.is_dir():
         raise UsageError(f"{directory} is not a directory; give the repository's root")
     config = directory / CONFIG_NAME
     if config.exists():
-        raise UsageError(f"{config} exists; remove it or merge [targets.{name}] from `regtrack init {name} --print` by hand")
+        raise UsageError(f"{config} exists; remove it or merge {merge_hint} by hand")
     config.write_text(text)
     return config
+
+
+def write_template(name: str, directory: Path) -> Path:
+    """Write the template ``name`` as ``regtrack.toml`` in ``directory``, never over an existing one."""
+    return write_config(template(name), directory, f"[targets.{name}] from `regtrack init {name} --print`")
+
+
+def config_text(name: str | None, directory: Path) -> str:
+    """The template ``name``, or without one a starter for the repository at ``directory``."""
+    return template(name) if name is not None else starter(_repository_at(directory))
+
+
+def write_init(name: str | None, directory: Path) -> Path:
+    """``regtrack init``: the template ``name`` into ``directory``, or a starter into the root of
+    the repository at ``directory``; never over an existing config."""
+    if name is not None:
+        return write_template(name, directory)
+    repo = _repository_at(directory)
+    return write_config(starter(repo), repo.path, "the starter from `regtrack init --print`")
+
+
+def _repository_at(directory: Path) -> Repo:
+    if not directory.is_dir():
+        raise UsageError(f"{directory} is neither a template ({', '.join(TEMPLATES)}) nor a directory; give a repository's root")
+    return Repo(directory)
