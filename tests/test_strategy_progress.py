@@ -89,10 +89,13 @@ def test_binary_on_a_deterministic_history_takes_the_rounds_it_announced(size: i
     assert all(later <= earlier for earlier, later in zip([announced, *left], left))
 
 
-def test_auto_adds_its_confirmation_run_to_the_bisection() -> None:
-    strategy = started("auto", 65)
-    assert strategy.rounds_left(1) == 6 + 1
-    assert rounds_of(strategy, oracle(40), 1, lambda s: None) == 7
+@pytest.mark.parametrize(("flake_rate_prior", "confirmation"), [(None, 0), (0.0, 0), (0.004, 1)])
+def test_auto_announces_and_takes_its_confirmation_run_only_where_history_shows_flakes(flake_rate_prior: float | None, confirmation: int) -> None:
+    strategy = make_strategy("auto", 65, flake_rate_prior=flake_rate_prior)
+    strategy.record(0, G)
+    strategy.record(64, B)
+    assert strategy.rounds_left(1) == 6 + confirmation
+    assert rounds_of(strategy, oracle(40), 1, lambda s: None) == 6 + confirmation
 
 
 @settings(max_examples=60, deadline=None)

@@ -133,14 +133,14 @@ class AutoSearch:
         return self.bayes.remaining() if self.bayes is not None else self.binary.remaining()
 
     def rounds_left(self, k: int) -> int:
-        """The binary phase's rounds and its confirmation while consistent (at most what a
-        deterministic probe takes), the Bayesian estimate after a switch."""
+        """The binary phase's rounds, and its confirmation where it asks for one, while consistent
+        (at most what a deterministic probe takes); the Bayesian estimate after a switch."""
         check_k(k)
         if self.bayes is not None:
             return self.bayes.rounds_left(k)
         if self.done():
             return 0
-        rounds = self.binary.rounds_left(k) + (not (self.binary.done() and self._confirmed()))
+        rounds = self.binary.rounds_left(k) + (self.confirms and not (self.binary.done() and self._confirmed()))
         return rounds if self.max_runs is None else min(rounds, self.max_runs - len(self.runs))
 
     def answer(self) -> StrategyAnswer:
