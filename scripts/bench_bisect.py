@@ -23,6 +23,18 @@ first bad commit is the one that introduced the bug. The range holds a merge, so
   as git does, ``auto`` (the default) adds one confirmation rerun. A second identical bisect
   runs nothing (target < 0.5 s, the median of ``SECOND_RUNS`` runs). ``--command-only`` runs just these rows.
 
+* A cheap check (``--cheap-only`` runs just these rows): a repository of ``CHEAP_COMMITS`` commits
+  built by the script, and an untracked ``check.py`` of about 0.1 s in its work tree, given to
+  both tools as a user writes it (``git bisect run python3 check.py``, ``regtrack bisect --command
+  "python3 check.py"``, from the work tree). regtrack runs with its ends checked (the default,
+  target: git's executions + 2) and with ``--assume-ends`` (target: git's executions); targets for
+  both: wall <= 1.3x git's, and regtrack's own cost per execution <= 50 ms: its wall less the
+  check's own time (the check timed alone, in a checkout, times the executions) and less its
+  fixed cost, over its executions. The fixed cost is the wall of a bisect that runs nothing but is
+  not answered from the store (``--assume-ends`` over one commit: interpreter, imports, database,
+  a session recorded); starting the worker counts as the executions' cost. Each regtrack home is
+  set up as on a machine that has used regtrack before: its database created, a worker started once.
+
 Wall times cover each whole command, interpreter start-up included (for git: bisect start and
 bisect run; the clone is set-up, and so is creating regtrack's database in its fresh home).
 Exits 1 when either tool names a wrong culprit, else 0.
@@ -48,6 +60,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # Runs from a checkout, where regtrack need not be installed.
 sys.path.insert(0, str(ROOT))
 
+from tracker.demo.fast_import import FastImportStream, Signature, fast_import
 from tracker.demo.history import DemoManifest, build_demo_history
 
 PROBE = "target_verify_metadata"
@@ -82,9 +95,14 @@ class ToolResult:
     reused: int | None = None
 
 
+UNSET = ("REGTRACK_DB_URL", "PYTHONDONTWRITEBYTECODE")
+"""Another store, and a setting that makes every Python process compile all it imports afresh,
+as no user's machine does."""
+
+
 def clean_env(**extra: str) -> dict[str, str]:
-    """Our environment without GIT_* overrides or a REGTRACK_DB_URL that would point at another store."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") and k != "REGTRACK_DB_URL"}
+    """Our environment without GIT_* overrides or the variables of ``UNSET``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") and k not in UNSET}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
     env.update(extra)
     return env
@@ -186,7 +204,9 @@ def bench(work: Path, commits: int, device: str, dtype: str, command_only: bool 
     subprocess.run(git_probe_argv(device, dtype), cwd=demo, env=clean_env(**{COUNTER_ENV: os.devnull}), capture_output=True, check=False)
     git_result = run_git(demo, work, good, bad, device, dtype)
     ok = True if command_only else bench_probe(work, demo, good, bad, first_bad, n, device, dtype, git_result)
-    return 0 if bench_command(work, demo, good, bad, first_bad, n, device, dtype, git_result) and ok else 1
+    ok = bench_command(work, demo, good, bad, first_bad, n, device, dtype, git_result) and ok
+    print()
+    return 0 if bench_cheap(work) and ok else 1
 
 
 def bench_probe(work: Path, demo: Path, good: str, bad: str, first_bad: str, n: int, device: str, dtype: str, git_result: ToolResult) -> bool:
@@ -255,6 +275,85 @@ def _command_row(r: ToolResult, first_bad: str) -> list[str]:
     return [r.tool, "?" if r.executions is None else str(r.executions), f"{r.wall_s:.2f}", per, "yes" if r.culprit == first_bad else "no"]
 
 
+CHEAP_COMMITS = 500
+CHEAP_CULPRIT = 337
+CHEAP_CHECK = f"""\
+import os, sys, time
+counter = os.environ.get({COUNTER_ENV!r})
+if counter:
+    with open(counter, "a") as file:
+        file.write("run\\n")
+time.sleep(0.08)
+sys.exit(1 if int(open("value.txt").read()) >= {CHEAP_CULPRIT} else 0)
+"""
+
+
+def build_cheap_repository(path: Path) -> list[str]:
+    """``CHEAP_COMMITS`` commits, commit i writing i to value.txt (fifty other files beside it),
+    and the untracked check; returns the first-parent line, oldest first."""
+    stream, marks = FastImportStream(), path.parent / "cheap-marks"
+    path.mkdir(parents=True)
+    git(path, "init", "--quiet", "-b", "main")
+    parent: list[int] = []
+    for i in range(CHEAP_COMMITS):
+        files = {"value.txt": f"{i}\n".encode()}
+        if i == 0:
+            files.update({f"src/mod{k}.py": f"X = {k}\n".encode() for k in range(50)})
+        parent = [stream.commit("refs/heads/main", Signature("A U Thor", "a@example.com", 1_700_000_000 + 60 * i), f"value {i}", parent, files)]
+    shas = fast_import(path, stream.take(), marks)
+    git(path, "reset", "--hard", "--quiet")
+    (path / "check.py").write_text(CHEAP_CHECK)
+    (path / ".git" / "info" / "exclude").write_text("check.py\n")
+    return git(path, "rev-list", "--reverse", "main").split()
+
+
+def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], float]:
+    started = time.perf_counter()
+    done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    return done, time.perf_counter() - started
+
+
+def bench_cheap(work: Path) -> bool:
+    repo = work / "cheap"
+    line = build_cheap_repository(repo)
+    good, bad, culprit = line[0], line[-1], line[CHEAP_CULPRIT]
+    counter = work / "cheap-count.txt"
+    env = clean_env(**{COUNTER_ENV: str(counter)})
+    check_s = sorted(timed(["python3", "check.py"], repo, clean_env())[1] for _ in range(5))[2]
+    counter.write_text("")
+    started = time.perf_counter()
+    subprocess.run(["git", "bisect", "start", bad, good], cwd=repo, env=env, capture_output=True, check=True)
+    run = subprocess.run(["git", "bisect", "run", "python3", "check.py"], cwd=repo, env=env, capture_output=True, text=True, check=False)
+    git_wall = time.perf_counter() - started
+    subprocess.run(["git", "bisect", "reset"], cwd=repo, env=env, capture_output=True, check=False)
+    found = re.search(r"^([0-9a-f]{40}) is the first bad commit", run.stdout, re.MULTILINE)
+    git_executions = len(counter.read_text().splitlines())
+    rows = [["git bisect run (ends not run)", str(git_executions), f"{git_wall:.2f}", "1.00", "-", "yes" if found and found.group(1) == culprit else "no"]]
+    ok = bool(found and found.group(1) == culprit)
+    for label, flags, allowed in (("regtrack bisect --command", (), git_executions + 2), ("  --assume-ends", ("--assume-ends",), git_executions)):
+        home = work / f"cheap-home{len(rows)}"
+        home_env = clean_env(REGTRACK_HOME=str(home))
+        regtrack = [sys.executable, "-m", "tracker.cli"]
+        subprocess.run([*regtrack, "db", "upgrade"], env=home_env, capture_output=True, check=True)
+        subprocess.run([*regtrack, "run", "--command", "true", "HEAD"], cwd=repo, env=home_env, capture_output=True, check=False)
+        fixed = sorted(
+            timed([*regtrack, "bisect", "--good", line[-2], "--bad", bad, "--command", "python3 check.py", "--assume-ends", "--fresh"], repo, home_env)[1]
+            for _ in range(3)
+        )[1]
+        argv = [*regtrack, "bisect", "--good", good, "--bad", bad, "--command", "python3 check.py", *flags, "--json"]
+        first, wall = timed(argv, repo, home_env)
+        report = json.loads(first.stdout) if first.stdout.strip() else {}
+        executions = report.get("executions") or 0
+        own = (wall - fixed - executions * check_s) / executions if executions else float("nan")
+        right = report.get("culprit") == culprit
+        ok = ok and right
+        rows.append([label, f"{executions} (target <= {allowed})", f"{wall:.2f}", f"{wall / git_wall:.2f}", f"{own * 1000:.0f} ms", "yes" if right else "no"])
+    print(f"a cheap check: {CHEAP_COMMITS} commits built by the script, python3 check.py untracked, {check_s:.3f} s alone; regtrack's fixed cost {fixed:.2f} s")
+    print(table(rows, ["tool", "executions", "wall s", "x git", "own cost / execution", "culprit ok"]))
+    print("targets: wall <= 1.3x git's; own cost per execution <= 50 ms")
+    return ok
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Compare regtrack bisect with git bisect run on the demo history.")
     parser.add_argument("--commits", type=int, default=1024, help="first-parent commits of the demo history")
@@ -262,8 +361,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu", help="probe device for both tools (cpu or cuda)")
     parser.add_argument("--dtype", help="probe dtype (default: float32 on cpu, bfloat16 on cuda)")
     parser.add_argument("--command-only", action="store_true", help="only the rows of regtrack bisect --command against git bisect run")
+    parser.add_argument("--cheap-only", action="store_true", help="only the rows of a 0.1 s command check on a repository built by the script")
     args = parser.parse_args(argv)
     dtype = args.dtype or ("bfloat16" if args.device.startswith("cuda") else "float32")
+    if args.cheap_only:
+        work = Path(tempfile.mkdtemp(prefix="regtrack-bench-cheap-"))
+        try:
+            return 0 if bench_cheap(work) else 1
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
     if args.keep is not None:
         if args.keep.exists() and (not args.keep.is_dir() or any(args.keep.iterdir())):
             print(f"bench_bisect: {args.keep} exists and is not an empty directory", file=sys.stderr)

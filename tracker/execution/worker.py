@@ -156,12 +156,11 @@ def _probe(job: Job) -> Probe:
 
 
 def _snapshot_changed(root: Path) -> str | None:
-    """A file of the snapshot an earlier case edited (root ignores read-only bits); None when
-    intact or when ``root`` is not a snapshot of the cache."""
+    """A file of the snapshot an earlier case edited, created or removed (root ignores read-only
+    bits); None when intact or when ``root`` is not a snapshot of the cache."""
     from tracker.targets.snapshots import manifest_path, modified_file
 
     return modified_file(root) if manifest_path(root).is_file() else None
-
 
 
 def _serve(channel: _Channel) -> None:
