@@ -54,7 +54,7 @@ CopyLink: TypeAlias = "tuple[int | None, str]"
 
 RUN_COLUMNS = (
     "runs.id, commits.sha, runs.tree_hash, runs.case_id, runs.settings_key, runs.outcome, runs.metrics, "
-    "runs.signature, runs.duration_s, runs.started_at, runs.attempt, runs.seed, runs.trigger, runs.session_id"
+    "runs.signature, runs.duration_s, runs.started_at, runs.attempt, runs.seed, runs.trigger, runs.session_id, runs.detail"
 )
 
 
@@ -184,7 +184,7 @@ class ReadOnlyStore:
         """As ``Store.runs``."""
         query = (
             f"SELECT {RUN_COLUMNS}, probe_versions.name, probe_versions.version, commits.subject, commits.pr_number, "
-            "environments.fingerprint, environments.gpu_name, runs.detail FROM runs "
+            "environments.fingerprint, environments.gpu_name FROM runs "
             "JOIN commits ON runs.commit_id = commits.id JOIN probe_versions ON runs.probe_id = probe_versions.id "
             "JOIN environments ON runs.environment_id = environments.id WHERE 1 = 1"
         )
@@ -333,17 +333,17 @@ def _sqlite_path(url: str) -> Path | None:
 
 
 def _stored_run(row: tuple[Any, ...]) -> StoredRun:
-    run_id, sha, tree, case, key, outcome, metrics, signature, duration, started, attempt, seed, trigger, session = row
+    run_id, sha, tree, case, key, outcome, metrics, signature, duration, started, attempt, seed, trigger, session, detail = row
     return StoredRun(
         run_id, sha, tree, case, key, Outcome(outcome), json.loads(metrics), signature, duration, _utc(started),
-        attempt, seed, trigger, session,
+        attempt, seed, trigger, session, detail,
     )  # fmt: skip
 
 
 def _run_row(row: tuple[Any, ...]) -> RunRow:
-    probe_name, probe_version, subject, pr_number, fingerprint, gpu_name, detail = row[-7:]
-    return RunRow(**vars(_stored_run(row[:-7])), probe_name=probe_name, probe_version=probe_version, subject=subject,
-                  pr_number=pr_number, fingerprint=fingerprint, gpu_name=gpu_name, detail=detail)  # fmt: skip
+    probe_name, probe_version, subject, pr_number, fingerprint, gpu_name = row[-6:]
+    return RunRow(**vars(_stored_run(row[:-6])), probe_name=probe_name, probe_version=probe_version, subject=subject,
+                  pr_number=pr_number, fingerprint=fingerprint, gpu_name=gpu_name)  # fmt: skip
 
 
 def _environment(row: tuple[Any, ...]) -> EnvironmentInfo:

@@ -251,7 +251,6 @@ class Store(SessionStore, InputStore):
                     pr_number=commit.pr_number,
                     fingerprint=env.fingerprint,
                     gpu_name=env.gpu_name,
-                    detail=run.detail,
                 )
                 for chunk_query in queries
                 for run, commit, probe_row, env in session.execute(chunk_query)
@@ -343,6 +342,7 @@ def _stored_fields(run: Run, sha: str) -> dict[str, Any]:
         "seed": run.seed,
         "trigger": run.trigger,
         "session_id": run.session_id,
+        "detail": run.detail,
     }
 
 

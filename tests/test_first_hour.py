@@ -195,3 +195,17 @@ def test_a_repository_probed_by_command_alone_has_a_report(repo: GitRepo, tmp_pa
     result = regtrack("report", "--html", str(page), cwd=repo.path)
     assert result.exit_code == 0, result.output
     assert "command:" in page.read_text()
+
+
+def test_run_says_why_a_revision_was_untestable_when_only_its_output_says_it(repo: GitRepo) -> None:
+    result = regtrack("run", "--command", "sh -c 'echo no GPU here; exit 125'", "HEAD", "--json", cwd=repo.path)
+    assert result.exit_code == 3
+    assert json.loads(result.stdout)[0]["signature"] == "exit 125 (untestable)"
+    module = repo.path / "skipping.py"
+    module.write_text(
+        "from probes.api import Outcome, ProbeResult\n"
+        "def check(ctx, params):\n    return ProbeResult(Outcome.SKIP, detail='needs a GPU: none visible\\nmore')\n"
+    )
+    (repo.path / "regtrack.toml").write_text('[targets.t]\nrepo = "."\n[targets.t.probes.skipping]\nmodule = "skipping.py:check"\n')
+    listed = regtrack("run", "HEAD", "--json", cwd=repo.path)
+    assert listed.exit_code == 3 and json.loads(listed.stdout)[0]["signature"] == "needs a GPU: none visible"

@@ -33,7 +33,7 @@ from tracker.targets.reuse import Attempt, attempt_settings, attempts_of, comple
 from tracker.targets.revisions import Repo, paths_key
 from tracker.targets.setup import Setup, SetupFailed
 from tracker.targets.snapshots import SnapshotCache
-from tracker.core.verdicts import FlakeEstimate, Verdict, flake_estimate, verdict_of
+from tracker.core.verdicts import FlakeEstimate, Verdict, flake_estimate, reason_of, verdict_of
 
 if TYPE_CHECKING:
     from db.readonly import AnyStore
@@ -49,6 +49,7 @@ class CaseOutcome:
     case_id: str
     outcome: Outcome
     signature: str | None
+    """Why the case did not pass (``tracker.core.verdicts.reason_of``): a probe may say it only in its detail."""
     metrics: dict[str, float]
 
 
@@ -318,7 +319,7 @@ class Prober:
         input_set_id = self.read_reuse.input_set_id(plan.request.sha, result.reads)
         stored = self.store.add_run(plan.record(self, case_id, result, session_id, input_set_id), owner=owners.this_process())
         if stored is not None:
-            plan.cases[case_id] = CaseOutcome(case_id, result.outcome, result.signature, result.metrics)
+            plan.cases[case_id] = CaseOutcome(case_id, result.outcome, reason_of(result.outcome, result.signature, result.detail), result.metrics)
             plan.missing.remove(case_id)
             plan.executed = True
 
@@ -387,7 +388,7 @@ class _Plan:
 
 
 def _case_outcome(run: StoredRun) -> CaseOutcome:
-    return CaseOutcome(run.case_id, run.outcome, run.signature, dict(run.metrics))
+    return CaseOutcome(run.case_id, run.outcome, reason_of(run.outcome, run.signature, run.detail), dict(run.metrics))
 
 
 def _untestable(failure: SetupFailed) -> JobResult:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from probes.api import Outcome
 from tracker.core.errors import UsageError
 from tracker.core.records import CommitInfo, RunRow, TransitionRecord
+from tracker.core.verdicts import reason_of
 
 if TYPE_CHECKING:
     from db.readonly import AnyStore
@@ -73,12 +74,8 @@ def check_filters(store: AnyStore, repo_id: int, probes: Sequence[str], environm
 
 
 def reason(run: RunRow) -> str | None:
-    """Why the run did not pass: its signature, else the first line of its detail (a probe may say
-    why it skipped only there); None for a pass without a signature, whose detail is mere output."""
-    if run.signature:
-        return run.signature
-    lines = run.detail.strip().splitlines()
-    return lines[0] if lines and run.outcome is not Outcome.PASS else None
+    """Why the run did not pass (``tracker.core.verdicts.reason_of``)."""
+    return reason_of(run.outcome, run.signature, run.detail)
 
 
 def verdict_under(run: RunRow, tolerance: Tolerance) -> Outcome:

@@ -130,6 +130,8 @@ class StoredRun:
     seed: int
     trigger: str
     session_id: int | None
+    detail: str
+    """What the probe said beyond its signature: a command's kept output."""
 
 
 @dataclass(frozen=True)
@@ -140,7 +142,6 @@ class RunRow(StoredRun):
     pr_number: int | None
     fingerprint: str
     gpu_name: str | None
-    detail: str
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,15 @@ class Verdict(str, enum.Enum):
         return {Verdict.GOOD: 0, Verdict.BAD: 1, Verdict.SKIP: 125}[self]
 
 
+def reason_of(outcome: Outcome, signature: str | None, detail: str | None) -> str | None:
+    """Why a run did not pass: its signature, else the first line of its detail (a probe may say why
+    it skipped only there); None for a pass without a signature, whose detail is mere output."""
+    if signature:
+        return signature
+    lines = (detail or "").strip().splitlines()
+    return lines[0] if lines and outcome is not Outcome.PASS else None
+
+
 def verdict_of(outcomes: Iterable[Outcome]) -> Verdict:
     """Any bad case makes the revision bad; otherwise any error, or nothing that ran, makes it untestable."""
     seen = set(outcomes)
