@@ -103,7 +103,7 @@ def test_bad_search_options(demo: tuple[Path, DemoManifest], option: str, value:
 def test_untestable_good_end_is_reported(demo: tuple[Path, DemoManifest]) -> None:
     repo, manifest = demo
     result = regtrack("bisect", "--repo", str(repo), "--good", manifest.untestable.first, "--bad", manifest.head)
-    assert_usage_error(result, "the good end", "is skip", "import error")
+    assert_usage_error(result, "the old end --good", "is skip", "import error", "--assume-ends")
 
 
 def test_missing_and_bare_repositories(tmp_path: Path) -> None:
