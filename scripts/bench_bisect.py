@@ -30,10 +30,11 @@ first bad commit is the one that introduced the bug. The range holds a merge, so
   target: git's executions + 2) and with ``--assume-ends`` (target: git's executions); targets for
   both: wall <= 1.3x git's, and regtrack's own cost per execution <= 50 ms: its wall less the
   check's own time (the check timed alone, in a checkout, times the executions) and less its
-  fixed cost, over its executions. The fixed cost is the wall of a bisect that runs nothing but is
-  not answered from the store (``--assume-ends`` over one commit: interpreter, imports, database,
-  a session recorded); starting the worker counts as the executions' cost. Each regtrack home is
-  set up as on a machine that has used regtrack before: its database created, a worker started once.
+  fixed cost, over its executions. The fixed cost is the wall of ``regtrack run --command true HEAD
+  --fresh``: interpreter, imports, database, a worker started, and one execution of a command that
+  does nothing (so the figure leaves out a ninth or so of one execution's own cost). Each regtrack
+  home is set up as on a machine that has used regtrack before: its database created, a worker
+  started once.
 
 Wall times cover each whole command, interpreter start-up included (for git: bisect start and
 bisect run; the clone is set-up, and so is creating regtrack's database in its fresh home).
@@ -336,10 +337,7 @@ def bench_cheap(work: Path) -> bool:
         regtrack = [sys.executable, "-m", "tracker.cli"]
         subprocess.run([*regtrack, "db", "upgrade"], env=home_env, capture_output=True, check=True)
         subprocess.run([*regtrack, "run", "--command", "true", "HEAD"], cwd=repo, env=home_env, capture_output=True, check=False)
-        fixed = sorted(
-            timed([*regtrack, "bisect", "--good", line[-2], "--bad", bad, "--command", "python3 check.py", "--assume-ends", "--fresh"], repo, home_env)[1]
-            for _ in range(3)
-        )[1]
+        fixed = sorted(timed([*regtrack, "run", "--command", "true", "HEAD", "--fresh"], repo, home_env)[1] for _ in range(3))[1]
         argv = [*regtrack, "bisect", "--good", good, "--bad", bad, "--command", "python3 check.py", *flags, "--json"]
         first, wall = timed(argv, repo, home_env)
         report = json.loads(first.stdout) if first.stdout.strip() else {}
