@@ -226,7 +226,14 @@ def test_reads_of_a_module_probe_are_an_error(mylib: tuple[GitRepo, Path]) -> No
     assert "reads is for a command" in result.stderr
 
 
-def test_a_demo_probe_records_the_backend_files_it_read(tmp_path: Path, home: Path) -> None:
+@pytest.mark.parametrize("bytecode", [False, True], ids=["bytecode-off", "bytecode-cached"])
+def test_a_demo_probe_records_the_backend_files_it_read(tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch, bytecode: bool) -> None:
+    """With bytecode written (as on any machine without PYTHONDONTWRITEBYTECODE), a case after the
+    first imports the backend from cached bytecode and opens no source: the reads must be the same."""
+    if bytecode:
+        monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    else:
+        monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
     repo = tmp_path / "demo"
     build_demo_history(repo, 60)
     result = regtrack("run", "--repo", str(repo), "--probe", "swa_page_table", "HEAD", "--json", cwd=tmp_path)

@@ -1,6 +1,7 @@
 """What a case read of its snapshot, seen through Python's audit events (PEP 578).
 
-Every ``open`` (``io.open_code`` too, which is how an import reads a module's source or bytecode)
+Every ``open`` (``io.open_code`` too, which is how an import reads a module's source or bytecode,
+bytecode standing for its source)
 and every ``os.listdir``/``os.scandir`` (which is how an import looks for a module) raises an audit
 event, whoever calls it: the probe, the revision's code, the import system. A hook installed once per
 worker records, while a case runs, the paths under the snapshot's root; ``tracker.targets.inputs``
@@ -9,6 +10,7 @@ turns them into the states a stored result depends on.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from collections.abc import Iterator
@@ -37,12 +39,23 @@ class _Recorder:
         if isinstance(path, int) or path is None:
             return
         try:
-            absolute = os.path.abspath(os.fsdecode(path))
+            absolute = _source_of_prefixed_bytecode(os.path.abspath(os.fsdecode(path)))
         except (TypeError, ValueError):
             return
         relative = relative_to_root(absolute, self.roots)
         if relative is not None:
             (self.files if event in _FILE_EVENTS else self.dirs).add(relative)
+
+
+def _source_of_prefixed_bytecode(path: str) -> str:
+    """The source a module's cached bytecode stands for, where the bytecode lives under
+    ``sys.pycache_prefix`` (as the workers' does, out of the read-only snapshots): an import that
+    finds it valid reads it and only stats the source, so the read is the source's. Other paths as
+    they are."""
+    prefix = sys.pycache_prefix
+    if prefix is None or not path.endswith(".pyc") or not path.startswith(os.path.abspath(prefix) + os.sep):
+        return path
+    return importlib.util.source_from_cache(path)
 
 
 _recorder: _Recorder | None = None
