@@ -376,7 +376,7 @@ def _bad_end_message(probe: str, expected: Verdict, measured: Measurement, attem
     seen = f"{measured.sha[:12]} is {measured.verdict.value}{times} under {probe} ({evidence})"
     old_end = expected is Verdict.GOOD
     if measured.verdict is Verdict.SKIP:
-        flag = ("--bad" if old_end else "--good") if find_fix else ("--good" if old_end else "--bad")
+        flag = "--good" if old_end != find_fix else "--bad"  # a fix search's old end is its --bad
         return f"the {'old' if old_end else 'new'} end {flag} {seen}, so it cannot be judged; pass another {flag}, or --assume-ends to take the ends at your word as git bisect does"
     if find_fix and old_end:
         return f"with --find-fix the old end must fail, but --bad {seen}; pass an older --bad that fails"

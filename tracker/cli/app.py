@@ -75,13 +75,13 @@ EXECUTION_FLAGS = {
 }  # fmt: skip
 SEARCH_FLAGS = {
     "strategy": "--strategy", "confidence": "--confidence", "max_runs": "--max-runs", "find_fix": "--find-fix",
-    "assume_ends": "--assume-ends", "fresh": "--fresh",
+    "assume_ends": "--assume-ends",
 }  # fmt: skip
 
 
 def given_with_resume(ctx: click.Context) -> list[str]:
     """The search and execution flags typed on a ``--resume`` command line: a resumed session keeps its own."""
-    flags = {**SEARCH_FLAGS, **EXECUTION_FLAGS}
+    flags = {**SEARCH_FLAGS, **EXECUTION_FLAGS, "fresh": "--fresh"}
     return [flag for name, flag in flags.items() if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE]
 
 

@@ -27,6 +27,8 @@ _DIR_EVENTS = frozenset({"os.listdir", "os.scandir"})
 class _Recorder:
     def __init__(self) -> None:
         self.roots: tuple[str, ...] = ()
+        self.bytecode_prefix = os.path.abspath(sys.pycache_prefix) + os.sep if sys.pycache_prefix else None
+        """Where this process keeps bytecode out of the source trees (a worker does), if anywhere."""
         self.files: set[str] = set()
         self.dirs: set[str] = set()
 
@@ -39,23 +41,21 @@ class _Recorder:
         if isinstance(path, int) or path is None:
             return
         try:
-            absolute = _source_of_prefixed_bytecode(os.path.abspath(os.fsdecode(path)))
+            absolute = self._source_of_prefixed_bytecode(os.path.abspath(os.fsdecode(path)))
         except (TypeError, ValueError):
             return
         relative = relative_to_root(absolute, self.roots)
         if relative is not None:
             (self.files if event in _FILE_EVENTS else self.dirs).add(relative)
 
-
-def _source_of_prefixed_bytecode(path: str) -> str:
-    """The source a module's cached bytecode stands for, where the bytecode lives under
-    ``sys.pycache_prefix`` (as the workers' does, out of the read-only snapshots): an import that
-    finds it valid reads it and only stats the source, so the read is the source's. Other paths as
-    they are."""
-    prefix = sys.pycache_prefix
-    if prefix is None or not path.endswith(".pyc") or not path.startswith(os.path.abspath(prefix) + os.sep):
-        return path
-    return importlib.util.source_from_cache(path)
+    def _source_of_prefixed_bytecode(self, path: str) -> str:
+        """The source a module's cached bytecode stands for, where the bytecode lives under the
+        pycache prefix (as the workers' does, out of the read-only snapshots): an import that finds
+        it valid reads it and only stats the source, so the read is the source's. Other paths as
+        they are. (Bytecode in a ``__pycache__`` under the root is mapped once the case ends.)"""
+        if self.bytecode_prefix is None or not path.endswith(".pyc") or not path.startswith(self.bytecode_prefix):
+            return path
+        return importlib.util.source_from_cache(path)
 
 
 _recorder: _Recorder | None = None

@@ -12,6 +12,7 @@ from probes.api import DEFAULT_IMPORT_ROOTS
 from probes.sources import ProbeSpec
 from tracker.core.errors import UsageError
 from tracker.targets.probe_tables import command_line, parse_probes
+from tracker.targets.revisions import ROOT_PATH
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -21,7 +22,6 @@ else:
 CONFIG_FILE = "regtrack.toml"
 PYPROJECT = "pyproject.toml"
 DEFAULT_TARGET = "default"
-WHOLE_REPOSITORY = (".",)
 DEFAULT_BRANCH = "main"
 TOP_KEYS = ("db_url", "targets", "executor")
 EXECUTOR_KEYS = ("kind", "ray_address", "gpus_per_actor")
@@ -33,7 +33,7 @@ TARGET_KEYS = ("repo", "paths", "probes", "branch", "import_roots", "setup", "en
 class Target:
     name: str
     repo: Path
-    paths: tuple[str, ...] = WHOLE_REPOSITORY
+    paths: tuple[str, ...] = (ROOT_PATH,)
     """The paths whose change can change a probe's result; the whole repository unless the config narrows it."""
     probes: tuple[str, ...] = ()
     """Empty for a repository without a config, or a target that lists none: a command then needs
