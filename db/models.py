@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from sqlalchemy import (
@@ -20,6 +20,9 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
+SCHEMA_REVISION = "0005"
+"""The migration (``db/migrations/versions``) whose schema these models declare: a database that
+records it is opened without loading Alembic. A new migration moves it, with the models."""
 
 ATTEMPT_KEY = ("tree_hash", "probe_id", "environment_id", "settings_key", "case_id", "attempt")
 """What names one attempt of one case: stored once in ``runs``, claimed once in ``claims``."""
@@ -36,14 +39,14 @@ class UTCDateTime(TypeDecorator[datetime]):
             return None
         if value.tzinfo is None:
             raise ValueError(f"naive datetime {value.isoformat()}; pass a timezone-aware one")
-        return value.astimezone(timezone.utc)
+        return value.astimezone(UTC)
 
     def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         if value is None:
             return None
         if value.tzinfo is None:
-            return value.replace(tzinfo=timezone.utc)
-        return value.astimezone(timezone.utc)
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
 
 
 class Base(DeclarativeBase):

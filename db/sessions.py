@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, cast
 
 from sqlalchemy import ColumnElement, func, select
@@ -20,6 +20,7 @@ from db.models import (
 )
 from tracker.core.records import (
     FINISHED,
+    PairKind,
     SessionRow,
     SessionStatus,
     StaleOwner,
@@ -29,7 +30,7 @@ from tracker.core.records import (
     TransitionRecord,
 )
 
-_FAR_FUTURE = datetime.max.replace(tzinfo=timezone.utc)
+_FAR_FUTURE = datetime.max.replace(tzinfo=UTC)
 """A session's driver has no expiry: it is stale only when its process is known to be gone."""
 
 
@@ -81,7 +82,13 @@ class SessionStore(Database):
             return session.scalar(query) or 0
 
     def add_step(
-        self, session_id: int, sha: str, verdict: StepVerdict, reused: bool, attempt: int | None = None, round: int | None = None
+        self,
+        session_id: int,
+        sha: str,
+        verdict: StepVerdict,
+        reused: bool,
+        attempt: int | None = None,
+        round: int | None = None,
     ) -> None:
         with self._writing() as session:
             position = session.scalar(select(func.count()).where(BisectStep.session_id == session_id))
@@ -147,9 +154,13 @@ class SessionStore(Database):
 
     def set_tracked(self, repo_id: int, target: str, branch: str, sha: str) -> None:
         with self._writing() as session:
-            session.merge(TrackState(repository_id=repo_id, target=target, branch=branch, last_sha=sha, updated_at=now()))
+            session.merge(
+                TrackState(repository_id=repo_id, target=target, branch=branch, last_sha=sha, updated_at=now())
+            )
 
-    def record_transitions(self, repo_id: int, target: str, transitions: list[TransitionRecord]) -> list[TransitionRecord]:
+    def record_transitions(
+        self, repo_id: int, target: str, transitions: list[TransitionRecord]
+    ) -> list[TransitionRecord]:
         """Store the transitions not stored before; returns those that are new."""
         new = []
         with self._writing() as session:
@@ -181,11 +192,18 @@ class SessionStore(Database):
             rows = session.scalars(query.order_by(TransitionRow.authored_at, TransitionRow.id)).all()
             return [
                 TransitionRecord(
-                    r.probe, r.sha, cast(TransitionKind, r.kind), r.pairs_with, r.pair_kind, tuple(r.candidates), r.authored_at, r.trigger, r.found_at
+                    r.probe,
+                    r.sha,
+                    TransitionKind(r.kind),
+                    r.pairs_with,
+                    cast("PairKind | None", r.pair_kind),
+                    tuple(r.candidates),
+                    r.authored_at,
+                    r.trigger,
+                    r.found_at,
                 )
                 for r in rows
             ]
-
 
 
 def _bisect_session(session: Session, session_id: int) -> BisectSession:
@@ -207,5 +225,3 @@ def _session_rows(session: Session, *where: ColumnElement[bool], newest_first: b
 
 def _session_row(row: BisectSession, probe_name: str) -> SessionRow:
     return record_of(SessionRow, row, repo_id=row.repository_id, probe_name=probe_name)
-
-

@@ -28,7 +28,6 @@ from db.models import (
     Run,
     TargetTree,
 )
-from db.readonly import CopyLink, first_measured
 from db.sessions import SessionStore
 from tracker.core.records import (
     CaseKey,
@@ -49,11 +48,8 @@ class Store(SessionStore, InputStore):
 
     def repository(self, path: Path) -> int:
         resolved = path.resolve()
-        with self._writing() as session:
-            found = session.scalar(select(Repository.id).where(Repository.path == str(resolved)))
-            if found is not None:
-                return found
-            return added(session, Repository(path=str(resolved), name=resolved.name))
+        query = select(Repository.id).where(Repository.path == str(resolved))
+        return self._id_or_added(query, lambda: Repository(path=str(resolved), name=resolved.name))
 
     def record_commits(self, repo_id: int, infos: list[CommitInfo]) -> None:
         """Insert new commits and refresh the metadata of known ones."""
@@ -77,11 +73,15 @@ class Store(SessionStore, InputStore):
             ids = _commit_ids(session, repo_id, list(trees))
             missing = [sha for sha in trees if sha not in ids]
             if missing:
-                raise LookupError(f"commit {missing[0]} of repository {repo_id} is not recorded; record_commits it first")
+                raise LookupError(
+                    f"commit {missing[0]} of repository {repo_id} is not recorded; record_commits it first"
+                )
             stored = _stored_trees(session, paths_key, [ids[sha] for sha in trees])
             rows = [{"commit_id": ids[sha], "paths_key": paths_key, "tree_hash": tree} for sha, tree in trees.items()]
             new = [row for row in rows if row["commit_id"] not in stored]
-            changed = [row for row in rows if row["commit_id"] in stored and stored[row["commit_id"]] != row["tree_hash"]]
+            changed = [
+                row for row in rows if row["commit_id"] in stored and stored[row["commit_id"]] != row["tree_hash"]
+            ]
             if new:
                 session.execute(insert(TargetTree), new)
             if changed:
@@ -108,19 +108,12 @@ class Store(SessionStore, InputStore):
 
     def environment(self, env: EnvironmentInfo) -> int:
         fingerprint = env.fingerprint
-        with self._writing() as session:
-            found = session.scalar(select(Environment.id).where(Environment.fingerprint == fingerprint))
-            if found is not None:
-                return found
-            return added(session, Environment(fingerprint=fingerprint, **asdict(env)))
+        query = select(Environment.id).where(Environment.fingerprint == fingerprint)
+        return self._id_or_added(query, lambda: Environment(fingerprint=fingerprint, **asdict(env)))
 
     def probe_version(self, name: str, version: int, code_hash: str) -> int:
         key = {"name": name, "version": version, "code_hash": code_hash}
-        with self._writing() as session:
-            found = session.scalar(select(ProbeVersion.id).filter_by(**key))
-            if found is not None:
-                return found
-            return added(session, ProbeVersion(**key))
+        return self._id_or_added(select(ProbeVersion.id).filter_by(**key), lambda: ProbeVersion(**key))
 
     def add_run(self, run: RunRecord, owner: str | None = None) -> int | None:
         """Store one run. With ``owner``, only while that owner still holds the attempt's claim,
@@ -154,7 +147,13 @@ class Store(SessionStore, InputStore):
             return [StoredRun(**_stored_fields(run, sha)) for run, sha in session.execute(query)]
 
     def claim(
-        self, key: CaseKey, attempt: int, owner: str, expires_at: datetime, stale: StaleOwner, session_id: int | None = None
+        self,
+        key: CaseKey,
+        attempt: int,
+        owner: str,
+        expires_at: datetime,
+        stale: StaleOwner,
+        session_id: int | None = None,
     ) -> ClaimState:
         """Take the attempt ``attempt`` of ``key`` for ``owner`` unless it is stored or a live
         process holds it; a stale holder's claim is taken over."""
@@ -169,7 +168,14 @@ class Store(SessionStore, InputStore):
                     session.delete(held)
                     session.flush()
                 session.add(
-                    Claim(**asdict(key), attempt=attempt, session_id=session_id, owner=owner, claimed_at=now(), expires_at=expires_at)
+                    Claim(
+                        **asdict(key),
+                        attempt=attempt,
+                        session_id=session_id,
+                        owner=owner,
+                        claimed_at=now(),
+                        expires_at=expires_at,
+                    )
                 )
         except IntegrityError:
             return ClaimState.HELD
@@ -194,14 +200,18 @@ class Store(SessionStore, InputStore):
 
     def release_claims(self, owner: str, keys: Sequence[CaseKey] | None = None, attempt: int | None = None) -> None:
         """Give up the claims of ``owner`` whose runs it did not store (on an error or Ctrl-C):
-        all of them, or those of ``keys`` at ``attempt``."""
+        all of them, or those of ``keys`` at ``attempt``. A read-only store holds none."""
+        if self.read_only:
+            return
         where = [Claim.owner == owner]
         if keys is not None:
             where += [*_keys_where(Claim, keys), Claim.attempt == attempt]
         with self._writing() as session:
             session.execute(delete(Claim).where(*where))
 
-    def attempt_outcomes(self, probe_name: str, environment_id: int, dtype: str) -> list[tuple[str, str, int, str, Outcome]]:
+    def attempt_outcomes(
+        self, probe_name: str, environment_id: int, dtype: str
+    ) -> list[tuple[str, str, int, str, Outcome]]:
         """Every stored case outcome of the probe (any version) in one environment at one dtype, as
         (tree, settings key, attempt, case, outcome): the history a probe's flake rate is read from."""
         query = (
@@ -210,7 +220,10 @@ class Store(SessionStore, InputStore):
             .where(ProbeVersion.name == probe_name, Run.environment_id == environment_id, Run.dtype == dtype)
         )
         with self._reading() as session:
-            return [(tree, key, attempt, case, Outcome(outcome)) for tree, key, attempt, case, outcome in session.execute(query)]
+            return [
+                (tree, key, attempt, case, Outcome(outcome))
+                for tree, key, attempt, case, outcome in session.execute(query)
+            ]
 
     def runs(
         self,
@@ -240,7 +253,9 @@ class Store(SessionStore, InputStore):
             query = query.where(Run.outcome == Outcome(outcome).value)
         name, keys = keyed_filter(shas, trees)
         column = {"sha": Commit.sha, "tree_hash": Run.tree_hash}.get(name)
-        queries = [query] if column is None or keys is None else [query.where(column.in_(chunk)) for chunk in chunked(keys)]
+        queries = (
+            [query] if column is None or keys is None else [query.where(column.in_(chunk)) for chunk in chunked(keys)]
+        )
         with self._reading() as session:
             found = [
                 RunRow(
@@ -256,18 +271,6 @@ class Store(SessionStore, InputStore):
                 for run, commit, probe_row, env in session.execute(chunk_query)
             ]
         return newest_first(found, limit)
-
-    def copied_from(self, run_ids: Sequence[int]) -> dict[int, str]:
-        """For each of these runs that is a copy of a result measured at another tree (read reuse,
-        ``copy_attempt``), the commit that result was measured at, through copies of copies."""
-        query = select(Run.id, Run.reused_from_id, Commit.sha).join(Commit, Run.commit_id == Commit.id)
-
-        def links(ids: Sequence[int]) -> dict[int, CopyLink]:
-            with self._reading() as session:
-                found = [row for chunk in chunked(ids) for row in session.execute(query.where(Run.id.in_(chunk)))]
-            return {run_id: (source, sha) for run_id, source, sha in found}
-
-        return first_measured(run_ids, links)
 
     def probe_names(self, repo_id: int) -> list[str]:
         """The name of every probe with runs of this repository's commits, sorted."""
@@ -292,18 +295,17 @@ class Store(SessionStore, InputStore):
     def environments(self, repo_id: int) -> list[tuple[str, EnvironmentInfo]]:
         """The fingerprint and description of every environment that ran this repository's commits,
         in the order they were first stored."""
-        used = select(Run.environment_id).join(Commit, Run.commit_id == Commit.id).where(Commit.repository_id == repo_id)
+        used = (
+            select(Run.environment_id).join(Commit, Run.commit_id == Commit.id).where(Commit.repository_id == repo_id)
+        )
         query = select(Environment).where(Environment.id.in_(used)).order_by(Environment.id)
         with self._reading() as session:
             return [(env.fingerprint, record_of(EnvironmentInfo, env)) for env in session.scalars(query)]
 
 
-
 def upgrade(url: str | None = None, *, busy_timeout_ms: int = 5000) -> None:
     """Migrate the database at ``url`` (default: ``db.paths.default_db_url()``) to the newest schema."""
     Store.open(url, busy_timeout_ms=busy_timeout_ms).close()
-
-
 
 
 def _commit_values(repo_id: int, info: CommitInfo) -> dict[str, Any]:
@@ -312,7 +314,9 @@ def _commit_values(repo_id: int, info: CommitInfo) -> dict[str, Any]:
 
 def _commit_ids(session: Session, repo_id: int, shas: list[str]) -> dict[str, int]:
     return in_chunks(
-        session, shas, lambda some: select(Commit.sha, Commit.id).where(Commit.repository_id == repo_id, Commit.sha.in_(some))
+        session,
+        shas,
+        lambda some: select(Commit.sha, Commit.id).where(Commit.repository_id == repo_id, Commit.sha.in_(some)),
     )
 
 

@@ -7,24 +7,29 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from demo_histories import DemoHistories
 
 from tracker.cli.app import main
-from tracker.demo.history import DemoManifest, build_demo_history
+from tracker.demo.history import DemoManifest
 
 
 @pytest.fixture(scope="module")
-def measured(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, DemoManifest, pytest.MonkeyPatch]:
+def measured(
+    tmp_path_factory: pytest.TempPathFactory, demo_histories: DemoHistories
+) -> tuple[Path, DemoManifest, pytest.MonkeyPatch]:
     home = tmp_path_factory.mktemp("home")
-    manifest = build_demo_history(home / "demo", 60)
+    repo, manifest = demo_histories.shared(60)
     patch = pytest.MonkeyPatch()
     patch.setenv("REGTRACK_HOME", str(home))
     patch.delenv("REGTRACK_DB_URL", raising=False)
     overwrite = manifest.bugs["target_verify_overwrite"]
     result = CliRunner().invoke(
-        main, ["run", "--repo", str(home / "demo"), "--probe", "target_verify_attention", manifest.head, overwrite.introduced], catch_exceptions=False
+        main,
+        ["run", "--repo", str(repo), "--probe", "target_verify_attention", manifest.head, overwrite.introduced],
+        catch_exceptions=False,
     )
     assert result.exit_code == 1, result.output
-    yield home / "demo", manifest, patch
+    yield repo, manifest, patch
     patch.undo()
 
 
@@ -38,16 +43,24 @@ def test_filters_by_outcome_range_time_and_environment(measured: tuple[Path, Dem
     repo, manifest, _ = measured
     everything = history(repo)
     assert {r["outcome"] for r in everything} == {"pass", "fail", "skip"}  # fa2 cases skip on the CPU
-    assert {r["sha"] for r in history(repo, "--outcome", "fail")} == {manifest.bugs["target_verify_overwrite"].introduced}
-    assert {r["sha"] for r in history(repo, "--range", f"{manifest.bugs['target_verify_overwrite'].relanded}..{manifest.head}")} == {manifest.head}
+    assert {r["sha"] for r in history(repo, "--outcome", "fail")} == {
+        manifest.bugs["target_verify_overwrite"].introduced
+    }
+    assert {
+        r["sha"]
+        for r in history(repo, "--range", f"{manifest.bugs['target_verify_overwrite'].relanded}..{manifest.head}")
+    } == {manifest.head}
     assert history(repo, "--since", "2999-01-01") == []
     assert len(history(repo, "--env", "cpu")) == len(everything)
     unknown = CliRunner().invoke(main, ["history", "--repo", str(repo), "--env", "H200"], catch_exceptions=False)
-    assert unknown.exit_code == 2 and "stored: cpu (" in unknown.stderr  # no H200 ran here: a usage error, not an empty answer
+    # no H200 ran here: a usage error, not an empty answer
+    assert unknown.exit_code == 2 and "stored: cpu (" in unknown.stderr
     assert len(history(repo, "--limit", "1")) == 1
 
 
-def test_a_tolerance_rederives_verdicts_from_stored_metrics(measured: tuple[Path, DemoManifest, pytest.MonkeyPatch]) -> None:
+def test_a_tolerance_rederives_verdicts_from_stored_metrics(
+    measured: tuple[Path, DemoManifest, pytest.MonkeyPatch],
+) -> None:
     repo, _, _ = measured
     loose = history(repo, "--tolerance", "10")
     assert {r["outcome_at_tolerance"] for r in loose if r["outcome"] != "skip"} == {"pass"}

@@ -17,18 +17,19 @@ from pathlib import Path
 from termios import TIOCSWINSZ
 
 import pytest
-from click.testing import Result
 from cli_in import regtrack
+from click.testing import Result
 from gitrepo import GitRepo
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-PROBES = '''\
-from probes import Outcome, ProbeResult
+PROBES = """\
+from probes import ProbeResult
+from tracker.core.verdicts import Outcome
 
 
 def needs_gpu(ctx, params):
     return ProbeResult(Outcome.SKIP, detail="needs a GPU: none visible\\nnvidia-smi: not found")
-'''
+"""
 CONFIG = """
 [targets.lib]
 repo = "."
@@ -42,7 +43,11 @@ command = ["sh", "-c", "echo checking; cat lib/core.py"]
 reads = ["lib"]
 """
 LONG_REASON = "row 2 wrong: " + " ".join(f"case-{n} off by {n}" for n in range(40))
-FAIL_AT_LENGTH = f"import json, os\nopen(os.environ['REGTRACK_METRICS'], 'w').write(json.dumps({{'signature': {LONG_REASON!r}}}))\nraise SystemExit(1)\n"
+FAIL_AT_LENGTH = (
+    "import json, os\n"
+    f"open(os.environ['REGTRACK_METRICS'], 'w').write(json.dumps({{'signature': {LONG_REASON!r}}}))\n"
+    "raise SystemExit(1)\n"
+)
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
@@ -56,7 +61,10 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def lib(tmp_path: Path) -> GitRepo:
     repo = GitRepo(tmp_path / "lib")
-    repo.commit("Add lib", {"lib/core.py": "X = 1\n", "docs/index.md": "# lib\n", "ci/probes.py": PROBES, "regtrack.toml": CONFIG})
+    repo.commit(
+        "Add lib",
+        {"lib/core.py": "X = 1\n", "docs/index.md": "# lib\n", "ci/probes.py": PROBES, "regtrack.toml": CONFIG},
+    )
     return repo
 
 
@@ -76,7 +84,14 @@ def on_a_terminal(repo: GitRepo, columns: int, *args: str) -> list[str]:
     ioctl(secondary, TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
     env = {key: value for key, value in os.environ.items() if key not in ("COLUMNS", "LINES")}
     env.update(TERM="xterm", PYTHONPATH=str(PROJECT_ROOT))
-    process = subprocess.Popen([sys.executable, "-m", "tracker.cli", *args], cwd=repo.path, env=env, stdin=secondary, stdout=secondary, stderr=secondary)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tracker.cli", *args],
+        cwd=repo.path,
+        env=env,
+        stdin=secondary,
+        stdout=secondary,
+        stderr=secondary,
+    )
     os.close(secondary)
     chunks = []
     while True:
@@ -145,7 +160,10 @@ def test_a_reused_result_says_where_it_was_measured(lib: GitRepo) -> None:
     listed = json.loads(cli(lib, "history", "--json").stdout)
     assert [(r["sha"], r.get("measured_at")) for r in listed] == [(more_docs, first), (docs, first), (first, None)]
     assert f"{first[:12]}, same files read" in cli(lib, "history").stdout
-    assert [r["measured_at"] for r in json.loads(cli(lib, "history", "--range", f"{same_tree}..{more_docs}", "--json").stdout)] == [first, first, first]
+    assert [
+        r["measured_at"]
+        for r in json.loads(cli(lib, "history", "--range", f"{same_tree}..{more_docs}", "--json").stdout)
+    ] == [first, first, first]
 
 
 def test_a_copy_at_the_commit_it_was_measured_at_is_not_marked(lib: GitRepo) -> None:
@@ -186,7 +204,12 @@ def test_a_filter_naming_nothing_stored_is_a_usage_error(lib: GitRepo, tmp_path:
         assert result.stderr.count("\n") == 1 and result.stderr.startswith("regtrack: error: "), result.stderr
         assert named in result.stderr, result.stderr
     assert not (tmp_path / "r.html").exists()
-    assert json.loads(cli(lib, "history", "--range", f"{later}..{latest}", "--probe", "check", "--env", "cpu", "--json").stdout) == []
+    assert (
+        json.loads(
+            cli(lib, "history", "--range", f"{later}..{latest}", "--probe", "check", "--env", "cpu", "--json").stdout
+        )
+        == []
+    )
     written = cli(lib, "report", "--html", str(tmp_path / "r.html"), "--probe", "check", "--env", "cpu").stdout
     assert written.startswith(f"wrote {tmp_path / 'r.html'}: 3 commits, 1 probes")
 

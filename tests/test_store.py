@@ -6,6 +6,7 @@ import shutil
 import socket
 import sqlite3
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -13,24 +14,27 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 from alembic.autogenerate import compare_metadata
+from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, inspect
 from sqlalchemy.exc import IntegrityError, StatementError
 
-from db.models import Base
+from db.models import SCHEMA_REVISION, Base
 from db.paths import cache_dir, data_dir, default_db_url
 from db.store import Store, upgrade
-from tracker.core.records import CaseKey, ClaimState, CommitInfo, EnvironmentInfo, RunRecord
-from tracker.execution import owners
-from probes.api import Outcome
 from tracker.core.errors import UsageError
+from tracker.core.records import CaseKey, ClaimState, CommitInfo, EnvironmentInfo, RunRecord
+from tracker.core.verdicts import Outcome
+from tracker.execution import owners
 
-T0 = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 TABLES = {
     "repositories",
     "commits",
@@ -176,6 +180,22 @@ def test_upgrade_from_empty_creates_the_schema_of_the_models(db_path: Path) -> N
         engine.dispose()
 
 
+def test_the_models_name_the_newest_migration_so_a_database_at_it_is_opened_without_alembic(db_path: Path) -> None:
+    config = Config()
+    config.set_main_option("script_location", "db:migrations")
+    assert ScriptDirectory.from_config(config).get_current_head() == SCHEMA_REVISION
+    code = "import sys; from db.store import Store; Store.open().close(); print('alembic' in sys.modules)"
+    opened = [
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PROJECT_ROOT
+        ).stdout.strip()
+        for _ in range(2)
+    ]
+    assert opened == ["True", "False"], (
+        "the first opening migrates, the second finds the database at the newest revision"
+    )
+
+
 def test_concurrent_first_opens_all_succeed(db_path: Path) -> None:
     barrier = threading.Barrier(4)
 
@@ -200,8 +220,8 @@ def test_commits_round_trip_and_upsert(store: Store, tmp_path: Path) -> None:
     assert store.commit(repo_id, second.sha) == second
     got = store.commit(repo_id, first.sha)
     assert got is not None and got.subject == "amended metadata (#7)" and got.pr_number == 7
-    assert got.authored_at == datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
-    assert got.authored_at.tzinfo == timezone.utc
+    assert got.authored_at == datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+    assert got.authored_at.tzinfo == UTC
     assert store.commit(repo_id, "f" * 40) is None
     assert store.commit(store.repository(tmp_path / "other"), first.sha) is None
 
@@ -216,7 +236,9 @@ def test_record_tree(store: Store, seeded: tuple[int, int, int]) -> None:
         store.record_tree(repo_id, "f" * 40, "backend", "tree-a")
 
 
-def test_record_trees_stores_new_keeps_known_and_mends_changed_trees_at_once(store: Store, seeded: tuple[int, int, int]) -> None:
+def test_record_trees_stores_new_keeps_known_and_mends_changed_trees_at_once(
+    store: Store, seeded: tuple[int, int, int]
+) -> None:
     repo_id, _, _ = seeded
     one, two, three = (_commit(n).sha for n in (1, 2, 3))
     store.record_trees(repo_id, "backend", {one: "tree-a", two: "tree-b"})
@@ -264,7 +286,7 @@ def test_runs_round_trip(store: Store, seeded: tuple[int, int, int]) -> None:
     assert (stored.sha, stored.outcome, stored.signature) == (_commit(2).sha, Outcome.FAIL, failed.signature)
     assert math.isnan(stored.metrics["max_abs_error"]) and stored.metrics["rel_error"] == math.inf
     assert stored.metrics["nan_count"] == 3
-    assert stored.started_at == T0 and stored.started_at.tzinfo == timezone.utc
+    assert stored.started_at == T0 and stored.started_at.tzinfo == UTC
     assert (stored.duration_s, stored.attempt, stored.seed, stored.trigger) == (0.25, 1, 0, "run")
 
     [row] = store.runs(repo_id=repo_id)
@@ -276,9 +298,7 @@ def test_runs_round_trip(store: Store, seeded: tuple[int, int, int]) -> None:
 def test_runs_are_append_only(store: Store, seeded: tuple[int, int, int]) -> None:
     repo_id, env_id, probe_id = seeded
     first = store.add_run(_record(repo_id, _commit(1).sha, env_id, probe_id))
-    second = store.add_run(
-        _record(repo_id, _commit(1).sha, env_id, probe_id, outcome=Outcome.FAIL, attempt=2)
-    )
+    second = store.add_run(_record(repo_id, _commit(1).sha, env_id, probe_id, outcome=Outcome.FAIL, attempt=2))
     assert second != first
     runs = store.runs_for_tree("tree-a", probe_id, env_id)
     assert [(run.id, run.outcome, run.attempt) for run in runs] == [
@@ -345,11 +365,12 @@ def test_a_new_attempt_takes_the_smallest_number_nothing_stored_and_no_live_proc
     for attempt in (1, 3):
         store.add_run(_record(repo_id, _commit(1).sha, env_id, probe_id, attempt=attempt))
     gone = _finished_process_owner()
-    in_an_hour = datetime.now(timezone.utc) + timedelta(hours=1)
+    in_an_hour = datetime.now(UTC) + timedelta(hours=1)
     assert store.claim(key, 2, gone, in_an_hour, owners.is_stale) is ClaimState.CLAIMED
     assert store.new_attempt([key], owners.is_stale) == 2
     with sqlite3.connect(db_path) as connection:
-        assert connection.execute("SELECT count(*) FROM claims").fetchone() == (0,)  # the dead process's claim is released
+        # the dead process's claim is released
+        assert connection.execute("SELECT count(*) FROM claims").fetchone() == (0,)
     assert store.claim(key, 2, owners.this_process(), in_an_hour, owners.is_stale) is ClaimState.CLAIMED
     assert store.new_attempt([key], owners.is_stale) == 4
 
@@ -379,7 +400,7 @@ def test_bisect_sessions_and_steps(store: Store, seeded: tuple[int, int, int]) -
         (1, bad, "bad", False),
         (2, _commit(2).sha, "skip", False),
     ]
-    assert all(s.created_at.tzinfo == timezone.utc for s in steps)
+    assert all(s.created_at.tzinfo == UTC for s in steps)
     assert store.steps(older) == []
     assert [run.session_id for run in store.runs()] == [newer]
 
@@ -420,7 +441,8 @@ def test_an_uncreatable_data_directory_is_a_usage_error(tmp_path: Path, monkeypa
     (tmp_path / "file").write_text("")
     monkeypatch.setenv("REGTRACK_HOME", str(tmp_path / "file" / "home"))
     monkeypatch.delenv("REGTRACK_DB_URL", raising=False)
-    with pytest.raises(UsageError, match=r"cannot create directory .*/file/home/data for database .*; set REGTRACK_HOME or REGTRACK_DB_URL"):
+    refused = r"cannot create directory .*/file/home/data for database .*; set REGTRACK_HOME or REGTRACK_DB_URL"
+    with pytest.raises(UsageError, match=refused):
         Store.open()
 
 
@@ -436,7 +458,8 @@ def test_unwritable_directory_is_a_usage_error(store: Store) -> None:
         shutil.rmtree(directory)
     assert str(info.value) == (
         f"database {path} cannot be opened: its directory {directory} cannot be written (Permission denied), "
-        "and SQLite writes beside the database; make it writable, or set REGTRACK_HOME or REGTRACK_DB_URL to a writable place"
+        "and SQLite writes beside the database; make it writable, "
+        "or set REGTRACK_HOME or REGTRACK_DB_URL to a writable place"
     )
 
 
@@ -469,8 +492,7 @@ def test_locked_database_is_a_usage_error(db_path: Path) -> None:
         holder.execute("ROLLBACK")
         holder.close()
     assert str(info.value) == (
-        f"database {db_path} is locked by another process; "
-        "wait for it to finish or set REGTRACK_DB_URL to another file"
+        f"database {db_path} is locked by another process; wait for it to finish or set REGTRACK_DB_URL to another file"
     )
 
 
@@ -514,7 +536,10 @@ def test_sessions_and_environments_of_a_repository(store: Store, seeded: tuple[i
     other_repo = store.repository(tmp_path / "other")
     store.record_commits(other_repo, [_commit(1)])
     store.start_session(other_repo, "backend", probe_id, good, good, "binary")
-    assert [(s.id, s.probe_name) for s in store.sessions(repo_id)] == [(first, "target_verify_metadata"), (second, "swa_page_table")]
+    assert [(s.id, s.probe_name) for s in store.sessions(repo_id)] == [
+        (first, "target_verify_metadata"),
+        (second, "swa_page_table"),
+    ]
     assert [s.id for s in store.sessions(repo_id, "other")] == [second]
     assert store.session(second).probe_name == "swa_page_table"
     assert [s.probe_name for s in store.open_sessions(repo_id, "backend", probe_id)] == ["target_verify_metadata"]
@@ -528,4 +553,6 @@ def test_sessions_and_environments_of_a_repository(store: Store, seeded: tuple[i
     store.add_run(_record(other_repo, _commit(1).sha, b200_id, probe_id))
     assert store.environments(repo_id) == [(H200.fingerprint, H200)]
     assert store.environments(other_repo) == [(b200.fingerprint, b200)]
-    assert [(r.sha, r.tree_hash) for r in store.runs(repo_id=repo_id, trees=["tree-b", "tree-c"])] == [(_commit(2).sha, "tree-b")]
+    assert [(r.sha, r.tree_hash) for r in store.runs(repo_id=repo_id, trees=["tree-b", "tree-c"])] == [
+        (_commit(2).sha, "tree-b")
+    ]

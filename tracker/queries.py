@@ -1,7 +1,7 @@
 """Questions about the stored history: filters over runs, open regressions, verdicts re-derived
 under another tolerance, the runs that stand for some commits, why a run did not pass. Pure
-functions over rows the store returns, but ``history_runs``, ``runs_at``, ``runs_of_commits`` and
-``check_filters``, which fetch them.
+functions over rows the store returns, but ``history_runs``, ``runs_at``, ``stored_regressions``,
+``runs_of_commits`` and ``check_filters``, which fetch them.
 
 A result belongs to a target tree, not to a commit (see ``tracker.measure``): the runs of a commit
 are those measured at it and those measured at another commit with its tree, which say so; a run
@@ -18,15 +18,14 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from probes.api import Outcome
 from tracker.core.errors import UsageError
 from tracker.core.records import CommitInfo, RunRow, TransitionRecord
-from tracker.core.verdicts import reason_of
+from tracker.core.verdicts import Outcome, reason_of
 
 if TYPE_CHECKING:
-    from db.readonly import AnyStore
+    from db.store import Store
     from probes.demo_backend.checks import Tolerance
     from tracker.targets.revisions import Repo
     from tracker.workspace import Workspace
@@ -57,20 +56,26 @@ def environment_matches(fingerprint: str, gpu_name: str | None, wanted: str) -> 
     return fingerprint.startswith(wanted) or wanted.lower() in (gpu_name or "cpu").lower()
 
 
-def check_filters(store: AnyStore, repo_id: int, probes: Sequence[str], environment: str | None) -> None:
+def check_filters(store: Store, repo_id: int, probes: Sequence[str], environment: str | None) -> None:
     """A filter that names no probe or environment stored for the repository is a mistake (a typo,
     another repository's name), not an empty answer; one that is stored but has no runs where it is
     asked is an empty answer."""
     stored = store.probe_names(repo_id)
     for probe in probes:
         if probe not in stored:
-            raise UsageError(f"--probe {probe}: no run of it is stored for this repository; stored probes: {', '.join(stored) or 'none'}")
+            raise UsageError(
+                f"--probe {probe}: no run of it is stored for this repository; "
+                f"stored probes: {', '.join(stored) or 'none'}"
+            )
     if environment is None:
         return
     environments = store.environments(repo_id)
     if not any(environment_matches(fingerprint, info.gpu_name, environment) for fingerprint, info in environments):
         named = ", ".join(f"{info.gpu_name or 'cpu'} ({fingerprint})" for fingerprint, info in environments) or "none"
-        raise UsageError(f"--env {environment} matches no environment stored for this repository (a fingerprint prefix or part of the GPU name); stored: {named}")
+        raise UsageError(
+            f"--env {environment} matches no environment stored for this repository "
+            f"(a fingerprint prefix or part of the GPU name); stored: {named}"
+        )
 
 
 def reason(run: RunRow) -> str | None:
@@ -106,6 +111,13 @@ def regressions_of(transitions: Iterable[TransitionRecord], only_open: bool) -> 
     return found
 
 
+def stored_regressions(ws: Workspace, only_open: bool) -> tuple[list[TransitionRecord], dict[str, CommitInfo | None]]:
+    """The target's regressions (``regressions_of``) and the stored commit of each."""
+    repo_id = ws.store.repository(ws.repo.path)
+    found = regressions_of(ws.store.transitions(repo_id, ws.target.name), only_open)
+    return found, {t.sha: ws.store.commit(repo_id, t.sha) for t in found}
+
+
 @dataclass(frozen=True)
 class CommitRuns:
     """Runs listed under the commits asked about, newest first; ``measured_at`` maps the id of a
@@ -137,21 +149,23 @@ class RunFilter:
     environment: str | None = None
 
 
-def history_runs(ws: Workspace[Any], wanted: RunFilter, range_spec: str | None, limit: int) -> CommitRuns:
+def history_runs(ws: Workspace, wanted: RunFilter, range_spec: str | None, limit: int) -> CommitRuns:
     """The newest ``limit`` stored runs that ``wanted`` keeps, of the first-parent ``range_spec``
     (a run of a tree of the range listed under the range's first commit with that tree) or of any
     commit."""
     repo_id = ws.store.repository(ws.repo.path)
     check_filters(ws.store, repo_id, [wanted.probe] if wanted.probe else [], wanted.environment)
     if range_spec:
-        found = runs_of_commits(ws.store, ws.repo, repo_id, ws.target.paths, ws.repo.line(range_spec), wanted.probe, wanted.outcome)
+        found = runs_of_commits(
+            ws.store, ws.repo, repo_id, ws.target.paths, ws.repo.line(range_spec), wanted.probe, wanted.outcome
+        )
     else:
         found = CommitRuns(ws.store.runs(repo_id=repo_id, probe=wanted.probe, outcome=wanted.outcome))
     kept = filter_runs(found.runs, wanted.since, wanted.until, wanted.environment)[:limit]
     return _with_copies(ws.store, CommitRuns(kept, found.measured_at))
 
 
-def runs_at(ws: Workspace[Any], rev: str) -> tuple[CommitInfo, CommitRuns]:
+def runs_at(ws: Workspace, rev: str) -> tuple[CommitInfo, CommitRuns]:
     """``rev``'s commit and every stored run that stands for it."""
     sha = ws.repo.resolve(rev)
     repo_id = ws.store.repository(ws.repo.path)
@@ -159,7 +173,7 @@ def runs_at(ws: Workspace[Any], rev: str) -> tuple[CommitInfo, CommitRuns]:
     return commit, _with_copies(ws.store, runs_of_commits(ws.store, ws.repo, repo_id, ws.target.paths, [sha]))
 
 
-def _with_copies(store: AnyStore, found: CommitRuns) -> CommitRuns:
+def _with_copies(store: Store, found: CommitRuns) -> CommitRuns:
     """``found`` with the copies among its runs that were measured at another commit than the one
     they are listed under (a copy at its own commit comes from before the target's paths changed)."""
     listed = {r.id: r.sha for r in found.runs}
@@ -178,7 +192,13 @@ def stand_ins(runs: Iterable[RunRow], trees: Mapping[str, str]) -> dict[int, str
 
 
 def runs_of_commits(
-    store: AnyStore, repo: Repo, repo_id: int, paths: Sequence[str], shas: Sequence[str], probe: str | None = None, outcome: str | None = None
+    store: Store,
+    repo: Repo,
+    repo_id: int,
+    paths: Sequence[str],
+    shas: Sequence[str],
+    probe: str | None = None,
+    outcome: str | None = None,
 ) -> CommitRuns:
     """The runs measured at ``shas`` and those of their target trees measured elsewhere, each of
     the latter listed under the asked commit it stands for (sha, subject and PR of that commit)."""

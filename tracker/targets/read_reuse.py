@@ -27,7 +27,7 @@ from tracker.targets.inputs import (
 from tracker.targets.revisions import Repo
 
 if TYPE_CHECKING:
-    from db.readonly import AnyStore
+    from db.store import Store
 
 LISTINGS_KEPT = 64
 
@@ -43,7 +43,7 @@ class ReusedAttempt:
 class ReadReuse:
     def __init__(
         self,
-        store: AnyStore,
+        store: Store,
         repo: Repo,
         paths: Sequence[str],
         probe_id: int,

@@ -61,9 +61,7 @@ def upgrade() -> None:
         sa.Column("authored_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("pr_number", sa.Integer(), nullable=True),
         sa.Column("reverts_sha", sa.String(64), nullable=True),
-        sa.ForeignKeyConstraint(
-            ["repository_id"], ["repositories.id"], name="fk_commits_repository_id_repositories"
-        ),
+        sa.ForeignKeyConstraint(["repository_id"], ["repositories.id"], name="fk_commits_repository_id_repositories"),
         sa.PrimaryKeyConstraint("id", name="pk_commits"),
         sa.UniqueConstraint("repository_id", "sha", name="uq_commits_repository_id_sha"),
     )
@@ -92,9 +90,7 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(
             ["repository_id"], ["repositories.id"], name="fk_bisect_sessions_repository_id_repositories"
         ),
-        sa.ForeignKeyConstraint(
-            ["probe_id"], ["probe_versions.id"], name="fk_bisect_sessions_probe_id_probe_versions"
-        ),
+        sa.ForeignKeyConstraint(["probe_id"], ["probe_versions.id"], name="fk_bisect_sessions_probe_id_probe_versions"),
         sa.PrimaryKeyConstraint("id", name="pk_bisect_sessions"),
     )
     op.create_index(
@@ -136,18 +132,12 @@ def upgrade() -> None:
         sa.Column("trigger", sa.String(16), nullable=False),
         sa.Column("session_id", sa.Integer(), nullable=True),
         sa.ForeignKeyConstraint(["commit_id"], ["commits.id"], name="fk_runs_commit_id_commits"),
-        sa.ForeignKeyConstraint(
-            ["environment_id"], ["environments.id"], name="fk_runs_environment_id_environments"
-        ),
+        sa.ForeignKeyConstraint(["environment_id"], ["environments.id"], name="fk_runs_environment_id_environments"),
         sa.ForeignKeyConstraint(["probe_id"], ["probe_versions.id"], name="fk_runs_probe_id_probe_versions"),
-        sa.ForeignKeyConstraint(
-            ["session_id"], ["bisect_sessions.id"], name="fk_runs_session_id_bisect_sessions"
-        ),
+        sa.ForeignKeyConstraint(["session_id"], ["bisect_sessions.id"], name="fk_runs_session_id_bisect_sessions"),
         sa.PrimaryKeyConstraint("id", name="pk_runs"),
     )
-    op.create_index(
-        "ix_runs_tree_hash_probe_id_environment_id", "runs", ["tree_hash", "probe_id", "environment_id"]
-    )
+    op.create_index("ix_runs_tree_hash_probe_id_environment_id", "runs", ["tree_hash", "probe_id", "environment_id"])
     op.create_index("ix_runs_commit_id", "runs", ["commit_id"])
 
 

@@ -24,7 +24,9 @@ def upgrade() -> None:
         sa.Column("branch", sa.String(255), nullable=False),
         sa.Column("last_sha", sa.String(64), nullable=False),
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
-        sa.ForeignKeyConstraint(["repository_id"], ["repositories.id"], name="fk_track_states_repository_id_repositories"),
+        sa.ForeignKeyConstraint(
+            ["repository_id"], ["repositories.id"], name="fk_track_states_repository_id_repositories"
+        ),
         sa.PrimaryKeyConstraint("repository_id", "target", "branch", name="pk_track_states"),
     )
     op.create_table(
@@ -41,9 +43,13 @@ def upgrade() -> None:
         sa.Column("authored_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("found_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("trigger", sa.String(16), nullable=False),
-        sa.ForeignKeyConstraint(["repository_id"], ["repositories.id"], name="fk_transitions_repository_id_repositories"),
+        sa.ForeignKeyConstraint(
+            ["repository_id"], ["repositories.id"], name="fk_transitions_repository_id_repositories"
+        ),
         sa.PrimaryKeyConstraint("id", name="pk_transitions"),
-        sa.UniqueConstraint("repository_id", "target", "probe", "sha", "kind", name="uq_transitions_repository_id_target_probe_sha_kind"),
+        sa.UniqueConstraint(
+            "repository_id", "target", "probe", "sha", "kind", name="uq_transitions_repository_id_target_probe_sha_kind"
+        ),
     )
 
 

@@ -33,7 +33,9 @@ def upgrade() -> None:
     with op.batch_alter_table("runs") as batch:
         batch.add_column(sa.Column("input_set_id", sa.Integer(), nullable=True))
         batch.create_foreign_key("fk_runs_input_set_id_input_sets", "input_sets", ["input_set_id"], ["id"])
-        batch.create_index("ix_runs_probe_id_environment_id_input_set_id", ["probe_id", "environment_id", "input_set_id"])
+        batch.create_index(
+            "ix_runs_probe_id_environment_id_input_set_id", ["probe_id", "environment_id", "input_set_id"]
+        )
         batch.add_column(sa.Column("reused_from_id", sa.Integer(), nullable=True))
         batch.create_foreign_key("fk_runs_reused_from_id_runs", "runs", ["reused_from_id"], ["id"])
 
