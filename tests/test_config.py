@@ -12,8 +12,9 @@ from gitrepo import GitRepo
 
 from probes.registry import all_probes
 from tracker.cli.app import main
-from tracker.targets.config import Config, Target, load_config, normalise_paths
 from tracker.core.errors import UsageError
+from tracker.targets.config import Config, ExecutorConfig, Target, TargetTable, load_config, normalise_paths
+from tracker.targets.probe_tables import ProbeTable
 
 ALL_PROBES = tuple(probe.name for probe in all_probes())
 
@@ -48,7 +49,9 @@ def test_loading_a_config_names_the_builtin_probes_without_importing_torch(repo:
     """Every command loads the config; the query commands should not pay for torch to do it."""
     checked = tmp_path / "checked"
     checked.mkdir()
-    (checked / "regtrack.toml").write_text(f'[targets.default]\nrepo = {str(repo.path)!r}\nprobes = ["swa_page_table"]\n')
+    (checked / "regtrack.toml").write_text(
+        f'[targets.default]\nrepo = {str(repo.path)!r}\nprobes = ["swa_page_table"]\n'
+    )
     code = (
         "import sys; from pathlib import Path; from tracker.targets.config import load_config; "
         f"default = load_config(Path({str(repo.path)!r}), None).target(None); "
@@ -123,7 +126,9 @@ def test_search_stops_at_the_git_top_level(repo: GitRepo, tmp_path: Path) -> Non
     assert load_config(tmp_path, None).source == (tmp_path / "regtrack.toml").resolve()
 
 
-def test_repo_override_reads_that_repositorys_config_never_the_current_directorys(repo: GitRepo, tmp_path: Path) -> None:
+def test_repo_override_reads_that_repositorys_config_never_the_current_directorys(
+    repo: GitRepo, tmp_path: Path
+) -> None:
     other = GitRepo(tmp_path / "other")
     (repo.path / "regtrack.toml").write_text('[targets.here]\nrepo = "."\nprobes = ["swa_page_table"]\n')
     no_config = load_config(repo.path, other.path)
@@ -157,10 +162,16 @@ def test_repo_override_reads_that_repositorys_config_never_the_current_directory
         ("targets = 3\n", "targets is missing"),
         ("targets = {a = 1}\n", "targets.a must be a table"),
         ('executor = "ray"\n[targets.a]\nrepo = "."\n', "executor must be a table"),
-        ('[executor]\nkind = "slurm"\n[targets.a]\nrepo = "."\n', "executor.kind must be one of local, ray, not 'slurm'"),
+        (
+            '[executor]\nkind = "slurm"\n[targets.a]\nrepo = "."\n',
+            "executor.kind must be one of local, ray, not 'slurm'",
+        ),
         ('[executor]\nkind = "ray"\nadress = "auto"\n[targets.a]\nrepo = "."\n', "unknown key executor.adress"),
         ('[executor]\nray_address = 1\n[targets.a]\nrepo = "."\n', "executor.ray_address must be a string"),
-        ('[executor]\ngpus_per_actor = 2\n[targets.a]\nrepo = "."\n', "executor.gpus_per_actor must be a number from 0 to 1"),
+        (
+            '[executor]\ngpus_per_actor = 2\n[targets.a]\nrepo = "."\n',
+            "executor.gpus_per_actor must be a number from 0 to 1",
+        ),
     ],
 )
 def test_bad_regtrack_toml(repo: GitRepo, text: str, expected: str) -> None:
@@ -169,6 +180,29 @@ def test_bad_regtrack_toml(repo: GitRepo, text: str, expected: str) -> None:
     message = usage_error(repo.path / "engine")
     assert message.startswith(str(file.resolve()))
     assert expected in message
+
+
+WRONG_TYPE = [
+    *((f"[targets.a]\n{key} = 1979-05-27\n", f"targets.a.{key} ") for key in TargetTable.__struct_fields__),
+    *(
+        (f'[executor]\n{key} = 1979-05-27\n[targets.a]\nrepo = "."\n', f"executor.{key} ")
+        for key in ExecutorConfig.__struct_fields__
+    ),
+    *(
+        (f'[targets.a]\nrepo = "."\n[targets.a.probes.p]\n{key} = 1979-05-27\n', f"targets.a.probes.p.{key} ")
+        for key in ProbeTable.__struct_fields__
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "key"), WRONG_TYPE, ids=[key for _, key in WRONG_TYPE])
+def test_every_key_of_every_table_names_itself_when_its_value_has_the_wrong_type(
+    repo: GitRepo, text: str, key: str
+) -> None:
+    (repo.path / "regtrack.toml").write_text(text)
+    message = usage_error(repo.path)
+    assert message.startswith(f"{(repo.path / 'regtrack.toml').resolve()}: {key}"), message
+    assert " must be " in message or " is missing" in message, message
 
 
 def test_the_keys_that_make_a_revision_testable(repo: GitRepo) -> None:
@@ -192,7 +226,11 @@ def test_the_keys_that_make_a_revision_testable(repo: GitRepo) -> None:
     (repo.path / "regtrack.toml").write_text(listed)
     target = load_config(repo.path, None).target(None)
     assert (target.setup, target.timeout_s, target.import_roots, target.env, target.facts) == (
-        ("python", "build.py", "--in place"), 0.5, (".",), {}, {}
+        ("python", "build.py", "--in place"),
+        0.5,
+        (".",),
+        {},
+        {},
     )
 
 
@@ -201,12 +239,15 @@ PREPARATION_ERRORS = [
     ("import_roots = []", "targets.a.import_roots is empty"),
     ('import_roots = ["../up"]', "targets.a.import_roots '../up' is not a path inside the repository"),
     ('import_roots = ["/abs"]', "targets.a.import_roots '/abs' is not a path inside the repository"),
-    ('paths = ["backend"]\nimport_roots = ["src"]', "targets.a.import_roots 'src' is outside the target's paths (backend); add it to paths"),
+    (
+        'paths = ["backend"]\nimport_roots = ["src"]',
+        "targets.a.import_roots 'src' is outside the target's paths (backend); add it to paths",
+    ),
     ("setup = 3", "targets.a.setup must be a command line"),
     ('setup = ["make", 1]', "targets.a.setup must be a command line"),
     ('setup = ""', "targets.a.setup is empty"),
     ("setup = []", "targets.a.setup is empty"),
-    ("setup = \"make 'all\"", "targets.a.setup cannot be split like a shell would (No closing quotation)"),
+    ('setup = "make \'all"', "targets.a.setup cannot be split like a shell would (No closing quotation)"),
     ('env = "A=1"', "targets.a.env must be a table of strings"),
     ("env = { A = 1 }", "targets.a.env.A must be a string"),
     ('env = { "A=B" = "1" }', "targets.a.env.A=B cannot be an environment variable"),
@@ -302,7 +343,9 @@ def test_normalise_paths() -> None:
 
 
 def test_the_executor_table(repo: GitRepo) -> None:
-    (repo.path / "regtrack.toml").write_text('[executor]\nkind = "ray"\nray_address = "auto"\ngpus_per_actor = 0.5\n[targets.a]\nrepo = "."\n')
+    (repo.path / "regtrack.toml").write_text(
+        '[executor]\nkind = "ray"\nray_address = "auto"\ngpus_per_actor = 0.5\n[targets.a]\nrepo = "."\n'
+    )
     executor = load_config(repo.path, None).executor
     assert (executor.kind, executor.ray_address, executor.gpus_per_actor) == ("ray", "auto", 0.5)
     (repo.path / "regtrack.toml").write_text('[targets.a]\nrepo = "."\n')
@@ -310,6 +353,8 @@ def test_the_executor_table(repo: GitRepo) -> None:
 
 
 def test_a_ray_address_with_the_local_executor_is_a_usage_error(repo: GitRepo) -> None:
-    result = CliRunner().invoke(main, ["run", "--repo", str(repo.path), "--executor", "local", "--ray-address", "auto", "HEAD"])
+    result = CliRunner().invoke(
+        main, ["run", "--repo", str(repo.path), "--executor", "local", "--ray-address", "auto", "HEAD"]
+    )
     assert result.exit_code == 2
     assert "--ray-address names a Ray cluster" in result.output

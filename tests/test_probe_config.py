@@ -13,7 +13,9 @@ from gitrepo import GitRepo
 from tracker.cli.app import main
 from tracker.targets.config import load_config
 
-PROBE_FILE = "from probes import ProbeResult\n\nLIMIT = 3\n\n\ndef verify(ctx, params):\n    return ProbeResult.passed()\n"
+PROBE_FILE = (
+    "from probes import ProbeResult\n\nLIMIT = 3\n\n\ndef verify(ctx, params):\n    return ProbeResult.passed()\n"
+)
 
 
 @pytest.fixture
@@ -21,9 +23,8 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GitRepo:
     monkeypatch.setenv("REGTRACK_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("REGTRACK_DB_URL", raising=False)
     repo = GitRepo(tmp_path / "work")
-    repo.commit("Initial", {
-        "check.sh": "exit 0\n", "ci/probes.py": PROBE_FILE, "ci/empty.py": "", "ci/raises.py": "1 / 0\n",
-    })  # fmt: skip
+    files = {"check.sh": "exit 0\n", "ci/probes.py": PROBE_FILE, "ci/empty.py": "", "ci/raises.py": "1 / 0\n"}
+    repo.commit("Initial", files)
     return repo
 
 
@@ -51,31 +52,89 @@ TABLE = "[targets.t.probes.p]\n"
 @pytest.mark.parametrize(
     ("config", "fragments"),
     [
-        (TABLE + 'command = "sh check.sh"\ncmd = "x"\n', ["unknown key targets.t.probes.p.cmd; known keys here: module, command, inputs, reads, version"]),
-        (TABLE + 'command = "sh check.sh"\nmodule = "ci/probes.py:verify"\n', ["targets.t.probes.p has both module and command"]),
-        (TABLE, ["targets.t.probes.p has neither module nor command and no probe is called 'p'", "target_verify_metadata", 'set module = "FILE.py:ATTR" or command = [...]']),
+        (
+            TABLE + 'command = "sh check.sh"\ncmd = "x"\n',
+            ["unknown key targets.t.probes.p.cmd; known keys here: module, command, inputs, reads, version"],
+        ),
+        (
+            TABLE + 'command = "sh check.sh"\nmodule = "ci/probes.py:verify"\n',
+            ["targets.t.probes.p has both module and command"],
+        ),
+        (
+            TABLE,
+            [
+                "targets.t.probes.p has neither module nor command and no probe is called 'p'",
+                "target_verify_metadata",
+                'set module = "FILE.py:ATTR" or command = [...]',
+            ],
+        ),
         (TABLE + 'inputs = ["check.sh"]\n', ["targets.t.probes.p sets inputs without module or command"]),
-        (TABLE + "command = 3\n", ['targets.t.probes.p.command must be a command line: a list of strings such as ["sh", "check.sh"], or one string']),
+        (
+            TABLE + "command = 3\n",
+            [
+                "targets.t.probes.p.command must be a command line:",
+                'a list of strings such as ["sh", "check.sh"], or one string',
+            ],
+        ),
         (TABLE + 'command = ["sh", 1]\n', ["targets.t.probes.p.command must be a command line"]),
         (TABLE + "command = []\n", ["targets.t.probes.p.command is empty; name the program to run"]),
         (TABLE + 'command = "  "\n', ["targets.t.probes.p.command is empty"]),
-        (TABLE + "command = \"sh 'check.sh\"\n", ["targets.t.probes.p.command cannot be split like a shell would (No closing quotation); balance its quotes"]),
-        (TABLE + "module = 3\n", ['targets.t.probes.p.module must be "FILE.py[:ATTR]" (relative to the repository) or "package.module[:ATTR]"']),
+        (
+            TABLE + 'command = "sh \'check.sh"\n',
+            [
+                "targets.t.probes.p.command cannot be split like a shell would",
+                "(No closing quotation); balance its quotes",
+            ],
+        ),
+        (
+            TABLE + "module = 3\n",
+            [
+                'targets.t.probes.p.module must be "FILE.py[:ATTR]"',
+                '(relative to the repository) or "package.module[:ATTR]"',
+            ],
+        ),
         (TABLE + 'module = "ci/probes.py:not-a-name"\n', ["targets.t.probes.p.module must be"]),
-        (TABLE + 'module = "ci/nope.py:verify"\n', ["targets.t.probes.p.module names 'ci/nope.py', which is not a file in"]),
-        (TABLE + 'module = "/etc/probes.py"\n', ["targets.t.probes.p.module names '/etc/probes.py', which is not a path inside the repository"]),
-        (TABLE + 'command = "sh check.sh"\ninputs = ["nope.sh"]\n', ["targets.t.probes.p.inputs names 'nope.sh', which is not a file in"]),
-        (TABLE + 'command = "sh check.sh"\ninputs = ["../check.sh"]\n', ["targets.t.probes.p.inputs names '../check.sh', which is not a path inside the repository"]),
-        (TABLE + 'command = "sh check.sh"\ninputs = "check.sh"\n', ['targets.t.probes.p.inputs must be a list of file paths such as ["ci/check.sh"]']),
+        (
+            TABLE + 'module = "ci/nope.py:verify"\n',
+            ["targets.t.probes.p.module names 'ci/nope.py', which is not a file in"],
+        ),
+        (
+            TABLE + 'module = "/etc/probes.py"\n',
+            ["targets.t.probes.p.module names '/etc/probes.py', which is not a path inside the repository"],
+        ),
+        (
+            TABLE + 'command = "sh check.sh"\ninputs = ["nope.sh"]\n',
+            ["targets.t.probes.p.inputs names 'nope.sh', which is not a file in"],
+        ),
+        (
+            TABLE + 'command = "sh check.sh"\ninputs = ["../check.sh"]\n',
+            ["targets.t.probes.p.inputs names '../check.sh', which is not a path inside the repository"],
+        ),
+        (
+            TABLE + 'command = "sh check.sh"\ninputs = "check.sh"\n',
+            ['targets.t.probes.p.inputs must be a list of file paths such as ["ci/check.sh"]'],
+        ),
         (TABLE + 'command = "sh check.sh"\nversion = "2"\n', ["targets.t.probes.p.version must be a positive integer"]),
         (TABLE + 'command = "sh check.sh"\nversion = 0\n', ["targets.t.probes.p.version must be a positive integer"]),
-        (TABLE + 'command = "sh check.sh"\nversion = true\n', ["targets.t.probes.p.version must be a positive integer"]),
-        ('[targets.t.probes]\np = "sh check.sh"\n', ["targets.t.probes.p must be a table; write it as [targets.t.probes.p]"]),
-        ('probes = "check"\n', ["targets.t.probes must be a list of probe names or a table of [targets.t.probes.NAME] tables"]),
+        (
+            TABLE + 'command = "sh check.sh"\nversion = true\n',
+            ["targets.t.probes.p.version must be a positive integer"],
+        ),
+        (
+            '[targets.t.probes]\np = "sh check.sh"\n',
+            ["targets.t.probes.p must be a table; write it as [targets.t.probes.p]"],
+        ),
+        (
+            'probes = "check"\n',
+            ["targets.t.probes must be a list of probe names or a table of [targets.t.probes.NAME] tables"],
+        ),
         ('probes = ["check", 2]\n', ["targets.t.probes must be a list of probe names"]),
         ("probes = []\n", ["targets.t.probes is empty"]),
         ("[targets.t.probes]\n", ["targets.t.probes is empty; add a [targets.t.probes.NAME] table"]),
-        ('probes = ["check"]\n', ["targets.t.probes names unknown probe 'check'; known probes: target_verify_metadata"]),
+        (
+            'probes = ["check"]\n',
+            ["targets.t.probes names unknown probe 'check'; known probes: target_verify_metadata"],
+        ),
     ],
 )
 def test_a_wrong_probe_entry_is_one_line_and_exit_2(repo: GitRepo, config: str, fragments: list[str]) -> None:
@@ -87,10 +146,19 @@ def test_a_wrong_probe_entry_is_one_line_and_exit_2(repo: GitRepo, config: str, 
 @pytest.mark.parametrize(
     ("module", "fragment"),
     [
-        ("no_such_probe_module:verify", "probe 'p': cannot import probe module 'no_such_probe_module': ModuleNotFoundError"),
-        ("ci/probes.py:absent", "probe 'p': ci/probes.py:absent names nothing, not a Probe or a check function; point it at one"),
+        (
+            "no_such_probe_module:verify",
+            "probe 'p': cannot import probe module 'no_such_probe_module': ModuleNotFoundError",
+        ),
+        (
+            "ci/probes.py:absent",
+            "probe 'p': ci/probes.py:absent names nothing, not a Probe or a check function; point it at one",
+        ),
         ("ci/probes.py:LIMIT", "probe 'p': ci/probes.py:LIMIT names int, not a Probe or a check function"),
-        ("ci/empty.py", "probe 'p': ci/empty.py registers no probe called 'p'; register one or name it ci/empty.py:ATTR"),
+        (
+            "ci/empty.py",
+            "probe 'p': ci/empty.py registers no probe called 'p'; register one or name it ci/empty.py:ATTR",
+        ),
         ("ci/raises.py:verify", "does not load: ZeroDivisionError: division by zero"),
     ],
 )
@@ -106,10 +174,16 @@ def test_an_unknown_probe_on_the_command_line_lists_the_configured_ones_first(re
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
-        (("bisect", "--good", "HEAD", "--bad", "HEAD", "--command", "sh check.sh", "--probe", "p"), "give --probe or --command, not both"),
+        (
+            ("bisect", "--good", "HEAD", "--bad", "HEAD", "--command", "sh check.sh", "--probe", "p"),
+            "give --probe or --command, not both",
+        ),
         (("run", "--command", "sh check.sh", "--probe", "p", "HEAD"), "give --probe or --command, not both"),
         (("run", "--command", "", "HEAD"), "--command is empty; give the command to run, as for git bisect run"),
-        (("run", "--command", "sh 'check.sh", "HEAD"), "--command cannot be split like a shell would (No closing quotation); balance its quotes"),
+        (
+            ("run", "--command", "sh 'check.sh", "HEAD"),
+            "--command cannot be split like a shell would (No closing quotation); balance its quotes",
+        ),
         (("bisect", "--resume", "--command", "sh check.sh"), "no unfinished bisect of probe 'command:"),
     ],
 )
@@ -117,11 +191,13 @@ def test_a_wrong_command_option_is_one_line_and_exit_2(repo: GitRepo, args: tupl
     assert_one_line_error(regtrack(repo, TABLE + 'command = "sh check.sh"\n', *args), fragment)
 
 
-def test_a_table_of_probes_keeps_its_order_and_resolves_paths_against_the_repository(repo: GitRepo, tmp_path: Path) -> None:
+def test_a_table_of_probes_keeps_its_order_and_resolves_paths_against_the_repository(
+    repo: GitRepo, tmp_path: Path
+) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (elsewhere / "regtrack.toml").write_text(
-        f'[targets.t]\nrepo = {str(repo.path)!r}\n'
+        f"[targets.t]\nrepo = {str(repo.path)!r}\n"
         '[targets.t.probes.z]\ncommand = "sh check.sh"\ninputs = ["check.sh"]\nversion = 4\n'
         '[targets.t.probes.a]\nmodule = "ci/probes.py:verify"\n'
         "[targets.t.probes.target_verify_metadata]\n"
@@ -135,7 +211,8 @@ def test_a_table_of_probes_keeps_its_order_and_resolves_paths_against_the_reposi
 
 
 SHAPES = '''\
-from probes import Case, Outcome, Probe, ProbeResult, register
+from probes import Case, Probe, ProbeResult, register
+from tracker.core.verdicts import Outcome
 
 
 def check(ctx, params):
@@ -148,7 +225,9 @@ register(Probe("{registered}", 2, "registered on import", (Case("one", {}),), ch
 '''
 
 
-def test_a_module_source_gives_a_probe_object_a_function_or_what_it_registers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_module_source_gives_a_probe_object_a_function_or_what_it_registers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from probes.sources import ProbeSpec, Source, resolve
 
     (tmp_path / "ci").mkdir()
@@ -163,7 +242,11 @@ def test_a_module_source_gives_a_probe_object_a_function_or_what_it_registers(tm
     assert (probe.name, probe.version, [case.id for case in probe.cases]) == ("even", 7, ["two", "three"])
     assert module("even", "ci/shapes.py:EVEN", version=9).version == 9
     function = module("even_fn", "ci/shapes.py:check")
-    assert (function.version, function.description, [case.id for case in function.cases]) == (1, "Whether n is even.", ["default"])
+    assert (function.version, function.description, [case.id for case in function.cases]) == (
+        1,
+        "Whether n is even.",
+        ["default"],
+    )
     assert module("shapes_registered", "ci/shapes.py").version == 2
     imported = module("imported", "mylib_ci_shapes:EVEN")
     assert imported.version == 7 and imported.code_hash != probe.code_hash  # the module's own file, not the other

@@ -22,8 +22,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from db.store import Store
-from probes import Outcome
 from tracker.cli.app import main
+from tracker.core.verdicts import Outcome
 from tracker.execution.client import WorkerClient
 from tracker.execution.executors import DEFAULT_TIMEOUT_S, LocalExecutor
 from tracker.execution.protocol import Job
@@ -161,10 +161,22 @@ def test_setup_runs_once_per_tree_and_a_failing_one_makes_the_revision_untestabl
 
     (row,) = run_json(first, "--probe", "mylib_value")
     assert row["reused"] and len(setups()) == 3
-    write_config(repo, paths='["src", "tools"]', import_roots='["src"]', setup=toml_list([*setup, "--again"]), env=f'{{ SETUP_COUNTER = "{counter}" }}')
+    write_config(
+        repo,
+        paths='["src", "tools"]',
+        import_roots='["src"]',
+        setup=toml_list([*setup, "--again"]),
+        env=f'{{ SETUP_COUNTER = "{counter}" }}',
+    )
     (row,) = run_json(first, "--probe", "mylib_value")
     assert not row["reused"] and len(setups()) == 4, "another setup command is a fresh run"
-    write_config(repo, paths='["src", "tools"]', import_roots='["src", "tools"]', setup=toml_list([*setup, "--again"]), env=f'{{ SETUP_COUNTER = "{counter}" }}')
+    write_config(
+        repo,
+        paths='["src", "tools"]',
+        import_roots='["src", "tools"]',
+        setup=toml_list([*setup, "--again"]),
+        env=f'{{ SETUP_COUNTER = "{counter}" }}',
+    )
     (row,) = run_json(first, "--probe", "mylib_value")
     assert not row["reused"] and len(setups()) == 4, "other import roots are a fresh run of the same snapshot"
 
@@ -220,11 +232,21 @@ json.dump({"metrics": {"worker_torch": float("libtorch" in maps)}}, open(os.envi
 def run_without_torch(repo: GitRepo, home: Path, *args: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """``regtrack run ARGS --json`` in a fresh interpreter: its exit code and whether the parent
     imported torch, and the rows it printed."""
-    env = {**os.environ, **PROBE_ENV, "REGTRACK_HOME": str(home), "PYTHONPATH": os.pathsep.join([str(PROJECT_ROOT), str(TESTS)])}
+    env = {
+        **os.environ,
+        **PROBE_ENV,
+        "REGTRACK_HOME": str(home),
+        "PYTHONPATH": os.pathsep.join([str(PROJECT_ROOT), str(TESTS)]),
+    }
     done = subprocess.run(
         [sys.executable, "-c", NO_TORCH_RUN, "run", *args, "--json"],
-        cwd=repo.path, env=env, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+        cwd=repo.path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     *printed, last = done.stdout.strip().splitlines()
     return json.loads(last), json.loads("\n".join(printed))
 
@@ -240,7 +262,8 @@ def test_a_target_without_torch_probes_never_imports_torch(repo: GitRepo, home: 
 def test_a_command_only_target_never_imports_torch(repo: GitRepo, home: Path) -> None:
     sha = repo.commit("mylib", {**mylib(1), "src/check.py": WORKER_TORCH_COMMAND})
     (repo.path / "regtrack.toml").write_text(
-        f'[targets.lib]\nrepo = "."\npaths = ["src"]\n[targets.lib.probes.check]\ncommand = {toml_list([sys.executable, "src/check.py"])}\n'
+        '[targets.lib]\nrepo = "."\npaths = ["src"]\n'
+        f"[targets.lib.probes.check]\ncommand = {toml_list([sys.executable, 'src/check.py'])}\n"
     )
     status, rows = run_without_torch(repo, home, sha)
     assert status == {"exit": 0, "parent_torch": False}, rows
@@ -249,9 +272,13 @@ def test_a_command_only_target_never_imports_torch(repo: GitRepo, home: Path) ->
 
 def test_the_torch_check_can_see_torch(tmp_path: Path) -> None:
     """The command above would notice a worker that loaded torch."""
-    code = f"import torch, subprocess, sys; subprocess.run([sys.executable, '-c', {WORKER_TORCH_COMMAND!r}], check=True)"
+    code = (
+        f"import torch, subprocess, sys; subprocess.run([sys.executable, '-c', {WORKER_TORCH_COMMAND!r}], check=True)"
+    )
     metrics = tmp_path / "metrics.json"
-    subprocess.run([sys.executable, "-c", code], env={**os.environ, "REGTRACK_METRICS": str(metrics)}, check=True, timeout=120)
+    subprocess.run(
+        [sys.executable, "-c", code], env={**os.environ, "REGTRACK_METRICS": str(metrics)}, check=True, timeout=120
+    )
     assert json.loads(metrics.read_text()) == {"metrics": {"worker_torch": 1.0}}
 
 
@@ -282,7 +309,9 @@ def built_repo(tmp_path: Path) -> tuple[Repo, str, Path]:
     return Repo(git.path), sha, tmp_path / "setup-runs"
 
 
-def test_a_setup_snapshot_is_sealed_with_its_outputs_in_the_manifest(built_repo: tuple[Repo, str, Path], tmp_path: Path) -> None:
+def test_a_setup_snapshot_is_sealed_with_its_outputs_in_the_manifest(
+    built_repo: tuple[Repo, str, Path], tmp_path: Path
+) -> None:
     repo, sha, counter = built_repo
     cache = SnapshotCache(tmp_path / "cache")
     setup = Setup((sys.executable, "tools/build.py"), {"SETUP_COUNTER": str(counter)})
@@ -340,7 +369,10 @@ def test_the_defaults_leave_the_settings_key_as_it_was() -> None:
 
 @given(setup=SETUPS, roots=ROOTS, other_setup=SETUPS, other_roots=ROOTS)
 def test_the_settings_key_changes_exactly_with_setup_and_import_roots(
-    setup: tuple[str, ...] | None, roots: tuple[str, ...], other_setup: tuple[str, ...] | None, other_roots: tuple[str, ...]
+    setup: tuple[str, ...] | None,
+    roots: tuple[str, ...],
+    other_setup: tuple[str, ...] | None,
+    other_roots: tuple[str, ...],
 ) -> None:
     key = settings_key("float32", None, {"scale": 1}, setup, roots)
     assert settings_key("float32", None, {"scale": 1}, setup, roots) == key

@@ -1,36 +1,91 @@
-"""Targets from ``regtrack.toml`` or ``[tool.regtrack]`` in ``pyproject.toml``, found like git finds its repository."""
+"""Targets from ``regtrack.toml`` or ``[tool.regtrack]`` in ``pyproject.toml``, found like git finds its repository.
+
+The file's tables are msgspec models (``ConfigFile``, ``TargetTable``, ``ExecutorConfig``) that check
+types, ranges and unknown keys; what needs the file system or the other keys (paths, import roots,
+probes, command lines) is checked as each table becomes a ``Target``.
+"""
 
 from __future__ import annotations
 
 import sys
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta
 
 from probes.api import DEFAULT_IMPORT_ROOTS
 from probes.sources import ProbeSpec
 from tracker.core.errors import UsageError
-from tracker.targets.probe_tables import command_line, parse_probes
+from tracker.targets.probe_tables import COMMAND_LINE, ProbeTables, command_line, parse_probes
 from tracker.targets.revisions import ROOT_PATH
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:
-    import tomli as tomllib
+from tracker.targets.table_model import convert
 
 CONFIG_FILE = "regtrack.toml"
 PYPROJECT = "pyproject.toml"
 DEFAULT_TARGET = "default"
 DEFAULT_BRANCH = "main"
-TOP_KEYS = ("db_url", "targets", "executor")
-EXECUTOR_KEYS = ("kind", "ray_address", "gpus_per_actor")
-EXECUTOR_KINDS = ("local", "ray")
-TARGET_KEYS = ("repo", "paths", "probes", "branch", "import_roots", "setup", "env", "timeout", "facts")
+
+Strings = Annotated[list[str], Meta(description="must be a list of strings")]
+RepoPath = Annotated[str, Meta(min_length=1, description='must be a path string such as "."')]
+Branch = Annotated[str, Meta(min_length=1, description='must be a branch name such as "main"')]
+SetupCommand = Annotated[str | list[str], Meta(description=COMMAND_LINE.format(example='["make", "build"]'))]
+Seconds = Annotated[
+    float, Meta(gt=0, le=sys.float_info.max, description="must be a number of seconds above 0, such as 600")
+]
+TABLE_OF_STRINGS = "must be a table of strings; write it as [{key}] with lines such as "
+StringTable = dict[str, Annotated[str, Meta(description='must be a string; quote it, as in {name} = "{value}"')]]
+Environment = Annotated[StringTable, Meta(description=TABLE_OF_STRINGS + 'CUDA_HOME = "/usr/local/cuda"')]
+Facts = Annotated[StringTable, Meta(description=TABLE_OF_STRINGS + 'cluster = "h200-pool"')]
+ExecutorKind = Annotated[Literal["local", "ray"], Meta(description="must be one of local, ray, not {value!r}")]
+RayAddress = Annotated[str, Meta(description='must be a string such as "auto" or "ray://head:10001"')]
+GpuShare = Annotated[float, Meta(ge=0, le=1, description="must be a number from 0 to 1 (a GPU or a share of one)")]
+DbUrl = Annotated[str, Meta(description='must be a string such as "sqlite:///path/regtrack.db"')]
+
+
+class TargetTable(msgspec.Struct, forbid_unknown_fields=True):
+    """A ``[targets.NAME]`` table as written; ``Target`` is what it means once resolved."""
+
+    repo: RepoPath | None = None
+    paths: Strings | None = None
+    probes: ProbeTables | None = None
+    branch: Branch = DEFAULT_BRANCH
+    import_roots: Strings | None = None
+    setup: SetupCommand | None = None
+    env: Environment = {}
+    timeout: Seconds | None = None
+    facts: Facts = {}
+
+
+TargetTables = Annotated[
+    dict[str, TargetTable], Meta(min_length=1, description="is missing; add a [{key}.NAME] table with repo = PATH")
+]
+
+
+class ExecutorConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The ``[executor]`` table: where probe jobs run unless ``--executor`` says otherwise."""
+
+    kind: ExecutorKind = "local"
+    ray_address: RayAddress | None = None
+    gpus_per_actor: GpuShare | None = None
+    """What each Ray actor asks for: one GPU, or a fraction to share one; None: 1 on cuda, 0 on cpu."""
+
+
+class ConfigFile(msgspec.Struct, forbid_unknown_fields=True):
+    """The whole file (or ``[tool.regtrack]``) as written."""
+
+    targets: TargetTables
+    db_url: DbUrl | None = None
+    executor: ExecutorConfig = ExecutorConfig()
 
 
 @dataclass
 class Target:
+    """A target as the commands use it: its repository resolved and its probe tables turned into specs."""
+
     name: str
     repo: Path
     paths: tuple[str, ...] = (ROOT_PATH,)
@@ -53,18 +108,10 @@ class Target:
     """What the target declares about its environment; part of the environment fingerprint."""
 
 
-@dataclass(frozen=True)
-class ExecutorConfig:
-    """The ``[executor]`` table: where probe jobs run unless ``--executor`` says otherwise."""
-
-    kind: str = "local"
-    ray_address: str | None = None
-    gpus_per_actor: float | None = None
-    """What each Ray actor asks for: one GPU, or a fraction to share one; None: 1 on cuda, 0 on cpu."""
-
-
 @dataclass
 class Config:
+    """The targets, database URL and executor that a config file (or its absence) gives."""
+
     targets: dict[str, Target]
     db_url: str | None
     source: Path | None = None
@@ -175,87 +222,55 @@ def _not_utf8(file: Path, error: UnicodeDecodeError) -> str:
 
 
 def _parse(file: Path, table: Mapping[str, Any], prefix: str, repo_override: Path | None) -> Config:
-    _check_keys(file, table, prefix, TOP_KEYS)
-    db_url = table.get("db_url")
-    if db_url is not None and not isinstance(db_url, str):
-        raise UsageError(f'{file}: {prefix}db_url must be a string such as "sqlite:///path/regtrack.db"')
-    targets = table.get("targets")
-    if not isinstance(targets, dict) or not targets:
-        raise UsageError(f"{file}: {prefix}targets is missing; add a [{prefix}targets.NAME] table with repo = PATH")
-    parsed = {}
-    for name, entry in targets.items():
-        key = f"{prefix}targets.{name}"
-        if not isinstance(entry, dict):
-            raise UsageError(f"{file}: {key} must be a table; write it as [{key}]")
-        parsed[name] = _parse_target(file, key, name, entry, repo_override)
-    return Config(parsed, db_url=db_url, source=file, executor=_parse_executor(file, table.get("executor", {}), prefix))
+    parsed = convert(file, prefix, table, ConfigFile)
+    targets = {
+        name: _target(file, f"{prefix}targets.{name}", name, entry, repo_override)
+        for name, entry in parsed.targets.items()
+    }
+    return Config(targets, db_url=parsed.db_url, source=file, executor=parsed.executor)
 
 
-def _parse_executor(file: Path, entry: object, prefix: str) -> ExecutorConfig:
-    key = f"{prefix}executor"
-    if not isinstance(entry, dict):
-        raise UsageError(f"{file}: {key} must be a table; write it as [{key}]")
-    _check_keys(file, entry, f"{key}.", EXECUTOR_KEYS)
-    kind = entry.get("kind", "local")
-    if kind not in EXECUTOR_KINDS:
-        raise UsageError(f"{file}: {key}.kind must be one of {', '.join(EXECUTOR_KINDS)}, not {kind!r}")
-    address = entry.get("ray_address")
-    if address is not None and not isinstance(address, str):
-        raise UsageError(f'{file}: {key}.ray_address must be a string such as "auto" or "ray://head:10001"')
-    gpus = entry.get("gpus_per_actor")
-    if gpus is not None and (isinstance(gpus, bool) or not isinstance(gpus, (int, float)) or not 0 <= gpus <= 1):
-        raise UsageError(f"{file}: {key}.gpus_per_actor must be a number from 0 to 1 (a GPU or a share of one)")
-    return ExecutorConfig(kind, address, float(gpus) if gpus is not None else None)
-
-
-def _parse_target(file: Path, key: str, name: str, entry: Mapping[str, Any], repo_override: Path | None) -> Target:
-    _check_keys(file, entry, f"{key}.", TARGET_KEYS)
-    target = Target(name, _target_repo(file, key, entry, repo_override))
-    if "paths" in entry:
+def _target(file: Path, key: str, name: str, table: TargetTable, repo_override: Path | None) -> Target:
+    target = Target(name, _target_repo(file, key, table.repo, repo_override), branch=table.branch)
+    if table.paths is not None:
         try:
-            paths = normalise_paths(_strings(file, f"{key}.paths", entry["paths"]))
+            target = replace(target, paths=normalise_paths(table.paths))
         except ValueError as error:
             raise UsageError(f"{file}: {key}.paths {error}; list directories relative to the repository") from None
-        target = replace(target, paths=paths)
-    if "probes" in entry:
-        names, specs = parse_probes(file, f"{key}.probes", entry["probes"], target.repo)
+    if table.probes is not None:
+        names, specs = parse_probes(file, f"{key}.probes", table.probes, target.repo)
         target = replace(target, probes=names, probe_specs=specs)
-    if "branch" in entry:
-        branch = entry["branch"]
-        if not isinstance(branch, str) or not branch:
-            raise UsageError(f'{file}: {key}.branch must be a branch name such as "main"')
-        target = replace(target, branch=branch)
-    return _parse_preparation(file, key, entry, target)
+    if table.import_roots is not None:
+        roots = _import_roots(file, f"{key}.import_roots", table.import_roots, target.paths)
+        target = replace(target, import_roots=roots)
+    if table.setup is not None:
+        when_empty = "name the program that builds a snapshot, or leave the key out"
+        target = replace(target, setup=tuple(command_line(file, f"{key}.setup", table.setup, when_empty)))
+    _check_environment(file, f"{key}.env", table.env)
+    return replace(target, env=dict(table.env), timeout_s=table.timeout, facts=dict(table.facts))
 
 
-def _parse_preparation(file: Path, key: str, entry: Mapping[str, Any], target: Target) -> Target:
-    """The keys that say how a revision becomes testable: import roots, setup, env, timeout, facts."""
-    if "import_roots" in entry:
-        target = replace(target, import_roots=_import_roots(file, f"{key}.import_roots", entry["import_roots"], target.paths))
-    if "setup" in entry:
-        target = replace(target, setup=_setup(file, f"{key}.setup", entry["setup"]))
-    if "env" in entry:
-        target = replace(target, env=_environment(file, f"{key}.env", entry["env"]))
-    if "timeout" in entry:
-        timeout = entry["timeout"]
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf"):
-            raise UsageError(f"{file}: {key}.timeout must be a number of seconds above 0, such as 600")
-        target = replace(target, timeout_s=float(timeout))
-    if "facts" in entry:
-        target = replace(target, facts=_string_table(file, f"{key}.facts", entry["facts"], 'cluster = "h200-pool"'))
-    return target
+def _target_repo(file: Path, key: str, repo: str | None, repo_override: Path | None) -> Path:
+    if repo_override is not None:
+        return repo_override.resolve()
+    if repo is None:
+        raise UsageError(f"{file}: {key}.repo is missing; set it to the repository's path (relative to the file)")
+    return (file.parent / Path(repo).expanduser()).resolve()
 
 
-def _import_roots(file: Path, key: str, value: object, paths: tuple[str, ...]) -> tuple[str, ...]:
+def _import_roots(file: Path, key: str, roots: list[str], paths: tuple[str, ...]) -> tuple[str, ...]:
     """Relative directories, in the order given, each the snapshot's root or a path the snapshot holds."""
-    roots = _strings(file, key, value)
     if not roots:
-        raise UsageError(f'{file}: {key} is empty; list directories such as "src", or leave the key out for the snapshot root')
+        raise UsageError(
+            f'{file}: {key} is empty; list directories such as "src", or leave the key out for the snapshot root'
+        )
     clean = []
     for raw in roots:
         root = PurePosixPath(raw)
         if not raw or root.is_absolute() or ".." in root.parts:
-            raise UsageError(f"{file}: {key} {raw!r} is not a path inside the repository; list directories relative to it")
+            raise UsageError(
+                f"{file}: {key} {raw!r} is not a path inside the repository; list directories relative to it"
+            )
         if not _in_snapshot(root, paths):
             raise UsageError(
                 f"{file}: {key} {raw!r} is outside the target's paths ({', '.join(paths)}); "
@@ -270,48 +285,12 @@ def _in_snapshot(root: PurePosixPath, paths: tuple[str, ...]) -> bool:
     directory above or below one."""
     if root == PurePosixPath("."):
         return True
-    return any(root.is_relative_to(path) or PurePosixPath(path).is_relative_to(root) for path in map(PurePosixPath, paths))
+    return any(root.is_relative_to(path) or path.is_relative_to(root) for path in map(PurePosixPath, paths))
 
 
-def _setup(file: Path, key: str, value: object) -> tuple[str, ...]:
-    return tuple(command_line(file, key, value, '["make", "build"]', "name the program that builds a snapshot, or leave the key out"))
-
-
-def _environment(file: Path, key: str, value: object) -> dict[str, str]:
-    variables = _string_table(file, key, value, 'CUDA_HOME = "/usr/local/cuda"')
+def _check_environment(file: Path, key: str, variables: Mapping[str, str]) -> None:
     for name, text in variables.items():
         if not name or "=" in name or "\0" in name + text:
-            raise UsageError(f"{file}: {key}.{name} cannot be an environment variable (no '=' in names, no NUL anywhere); rename it")
-    return variables
-
-
-def _string_table(file: Path, key: str, value: object, example: str) -> dict[str, str]:
-    if not isinstance(value, dict):
-        raise UsageError(f"{file}: {key} must be a table of strings; write it as [{key}] with lines such as {example}")
-    for name, item in value.items():
-        if not isinstance(item, str):
-            raise UsageError(f'{file}: {key}.{name} must be a string; quote it, as in {name} = "{item}"')
-    return dict(value)
-
-
-def _target_repo(file: Path, key: str, entry: Mapping[str, Any], repo_override: Path | None) -> Path:
-    if repo_override is not None:
-        return repo_override.resolve()
-    if "repo" not in entry:
-        raise UsageError(f"{file}: {key}.repo is missing; set it to the repository's path (relative to the file)")
-    repo = entry["repo"]
-    if not isinstance(repo, str) or not repo:
-        raise UsageError(f'{file}: {key}.repo must be a path string such as "."')
-    return (file.parent / Path(repo).expanduser()).resolve()
-
-
-def _strings(file: Path, key: str, value: object) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise UsageError(f"{file}: {key} must be a list of strings")
-    return list(value)
-
-
-def _check_keys(file: Path, table: Mapping[str, Any], prefix: str, known: tuple[str, ...]) -> None:
-    for key in table:
-        if key not in known:
-            raise UsageError(f"{file}: unknown key {prefix}{key}; known keys here: {', '.join(known)}")
+            raise UsageError(
+                f"{file}: {key}.{name} cannot be an environment variable (no '=' in names, no NUL anywhere); rename it"
+            )

@@ -19,34 +19,71 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
+from typing import Annotated
+
+import msgspec
+from msgspec import Meta
 
 from probes.registry import ProbeLoadError, get_probe, known_names
 from probes.sources import ProbeSpec, Source, split_command
 from tracker.core.errors import UsageError
 
-PROBE_KEYS = ("module", "command", "inputs", "reads", "version")
-IMPORTABLE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*)?")
 FILE_ATTR = re.compile(r".+\.py(:[A-Za-z_]\w*)?")
+MODULE = r"^(?:.+\.py(:[A-Za-z_]\w*)?|[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*)?)\Z"
+COMMAND_LINE = "must be a command line: a list of strings such as {example}, or one string"
+
+ModuleName = Annotated[
+    str,
+    Meta(
+        pattern=MODULE,
+        description='must be "FILE.py[:ATTR]" (relative to the repository) or "package.module[:ATTR]"',
+    ),
+]
+CommandLine = Annotated[str | list[str], Meta(description=COMMAND_LINE.format(example='["sh", "check.sh"]'))]
+InputFiles = Annotated[list[str], Meta(description='must be a list of file paths such as ["ci/check.sh"]')]
+ReadPaths = Annotated[
+    list[str],
+    Meta(min_length=1, description='must be a non-empty list of paths of the revision such as ["src", "check.sh"]'),
+]
+Version = Annotated[int, Meta(ge=1, description="must be a positive integer; bump it when the probe's meaning changes")]
 
 
-def parse_probes(file: Path, key: str, value: object, repo: Path) -> tuple[tuple[str, ...], dict[str, ProbeSpec]]:
+class ProbeTable(msgspec.Struct, forbid_unknown_fields=True):
+    """A ``[targets.T.probes.NAME]`` table as written: a module or a command, or empty for a known name."""
+
+    module: ModuleName | None = None
+    command: CommandLine | None = None
+    inputs: InputFiles | None = None
+    reads: ReadPaths | None = None
+    version: Version | None = None
+
+
+TableOfProbe = Annotated[
+    ProbeTable, Meta(description='must be a table; write it as [{key}] with module = "FILE.py:ATTR" or command = [...]')
+]
+ProbeTables = Annotated[
+    list[str] | dict[str, TableOfProbe],
+    Meta(description="must be a list of probe names or a table of [{key}.NAME] tables"),
+]
+"""The ``probes`` key of a target: probe names, or probe tables by name."""
+
+
+def parse_probes(
+    file: Path, key: str, value: list[str] | dict[str, ProbeTable], repo: Path
+) -> tuple[tuple[str, ...], dict[str, ProbeSpec]]:
     """The target's probe names, in order, and the specs of those its tables configure."""
     if isinstance(value, list):
-        if not all(isinstance(item, str) for item in value):
-            raise UsageError(f"{file}: {key} must be a list of probe names or a table of [{key}.NAME] tables")
         if not value:
             raise UsageError(f"{file}: {key} is empty; list at least one probe or leave the key out for all of them")
         names = tuple(dict.fromkeys(value))
         for name in names:
             _check_known(file, key, name, {}, in_table=False)
         return names, {}
-    if not isinstance(value, dict):
-        raise UsageError(f"{file}: {key} must be a list of probe names or a table of [{key}.NAME] tables")
     if not value:
         raise UsageError(f"{file}: {key} is empty; add a [{key}.NAME] table or leave the key out for all probes")
     specs = {}
     for name, table in value.items():
-        spec = _parse_table(file, f"{key}.{name}", name, table, repo)
+        spec = _spec(file, f"{key}.{name}", name, table, repo)
         if spec is not None:
             specs[name] = spec
     for name in value:
@@ -55,93 +92,81 @@ def parse_probes(file: Path, key: str, value: object, repo: Path) -> tuple[tuple
     return tuple(value), specs
 
 
-def _parse_table(file: Path, key: str, name: str, table: object, repo: Path) -> ProbeSpec | None:
+def _spec(file: Path, key: str, name: str, table: ProbeTable, repo: Path) -> ProbeSpec | None:
     """The spec of a module or command table; None for an empty table (a probe known by name)."""
-    if not isinstance(table, dict):
-        raise UsageError(f'{file}: {key} must be a table; write it as [{key}] with module = "FILE.py:ATTR" or command = [...]')
-    for entry in table:
-        if entry not in PROBE_KEYS:
-            raise UsageError(f"{file}: unknown key {key}.{entry}; known keys here: {', '.join(PROBE_KEYS)}")
-    if "module" in table and "command" in table:
+    if table.module is not None and table.command is not None:
         raise UsageError(f"{file}: {key} has both module and command; keep the one that runs the probe")
-    if "module" not in table and "command" not in table:
-        if table:
-            raise UsageError(f"{file}: {key} sets {', '.join(table)} without module or command; add one of them")
+    if table.module is None and table.command is None:
+        given = [field for field in table.__struct_fields__ if getattr(table, field) is not None]
+        if given:
+            raise UsageError(f"{file}: {key} sets {', '.join(given)} without module or command; add one of them")
         return None
-    inputs = _inputs(file, key, table.get("inputs", []), repo)
-    version = _version(file, key, table.get("version"))
-    if "reads" in table and "command" not in table:
-        raise UsageError(f"{file}: {key}.reads is for a command; a module probe's reads are traced, leave the key out")
-    if "command" in table:
-        argv = _command(file, key, table["command"])
-        reads = _reads(file, key, table["reads"]) if "reads" in table else ()
-        return ProbeSpec(name, Source.COMMAND, command=tuple(argv), inputs=inputs, reads=reads, base=str(repo), version=version)
-    return ProbeSpec(name, Source.MODULE, module=_module(file, key, table["module"], repo), inputs=inputs, base=str(repo), version=version)
+    inputs = _inputs(file, key, table.inputs or [], repo)
+    if table.command is None:
+        if table.reads is not None:
+            raise UsageError(
+                f"{file}: {key}.reads is for a command; a module probe's reads are traced, leave the key out"
+            )
+        module = _module(file, key, table.module or "", repo)
+        return ProbeSpec(name, Source.MODULE, module=module, inputs=inputs, base=str(repo), version=table.version)
+    argv = tuple(command_line(file, f"{key}.command", table.command, "name the program to run"))
+    reads = _reads(file, key, table.reads) if table.reads is not None else ()
+    return ProbeSpec(
+        name, Source.COMMAND, command=argv, inputs=inputs, reads=reads, base=str(repo), version=table.version
+    )
 
 
-def _command(file: Path, key: str, value: object) -> list[str]:
-    return command_line(file, f"{key}.command", value, '["sh", "check.sh"]', "name the program to run")
-
-
-def command_line(file: Path, key: str, value: object, example: str, when_empty: str) -> list[str]:
+def command_line(file: Path, key: str, value: str | list[str], when_empty: str) -> list[str]:
     """A config's command line: a list of words, or one string split like a shell would (never run
     through one)."""
     if isinstance(value, str):
         try:
             argv = split_command(value)
         except ValueError as error:
-            raise UsageError(f"{file}: {key} cannot be split like a shell would ({error}); balance its quotes") from None
-    elif isinstance(value, list) and all(isinstance(word, str) for word in value):
-        argv = list(value)
+            raise UsageError(
+                f"{file}: {key} cannot be split like a shell would ({error}); balance its quotes"
+            ) from None
     else:
-        raise UsageError(f"{file}: {key} must be a command line: a list of strings such as {example}, or one string")
+        argv = list(value)
     if not argv or not argv[0]:
         raise UsageError(f"{file}: {key} is empty; {when_empty}")
     return argv
 
 
-def _module(file: Path, key: str, value: object, repo: Path) -> str:
-    if not isinstance(value, str) or not (FILE_ATTR.fullmatch(value) or IMPORTABLE.fullmatch(value)):
-        raise UsageError(f'{file}: {key}.module must be "FILE.py[:ATTR]" (relative to the repository) or "package.module[:ATTR]"')
-    where = value.partition(":")[0] if FILE_ATTR.fullmatch(value) else ""
-    if where:
-        _check_file(file, f"{key}.module", where, repo)
+def _module(file: Path, key: str, value: str, repo: Path) -> str:
+    if FILE_ATTR.fullmatch(value):
+        _check_file(file, f"{key}.module", value.partition(":")[0], repo)
     return value
 
 
-def _inputs(file: Path, key: str, value: object, repo: Path) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise UsageError(f'{file}: {key}.inputs must be a list of file paths such as ["ci/check.sh"]')
+def _inputs(file: Path, key: str, value: list[str], repo: Path) -> tuple[str, ...]:
     for name in value:
         _check_file(file, f"{key}.inputs", name, repo)
     return tuple(dict.fromkeys(value))
 
 
-def _reads(file: Path, key: str, value: object) -> tuple[str, ...]:
+def _reads(file: Path, key: str, value: list[str]) -> tuple[str, ...]:
     """Paths of the revision (files or directories) a command's result depends on."""
-    if not isinstance(value, list) or not value or not all(isinstance(item, str) for item in value):
-        raise UsageError(f'{file}: {key}.reads must be a non-empty list of paths of the revision such as ["src", "check.sh"]')
     for name in value:
         path = PurePosixPath(name)
         if not name.strip("/") or path.is_absolute() or ".." in path.parts:
-            raise UsageError(f"{file}: {key}.reads names {name!r}, which is not a path inside the repository; give it relative to the repository's root")
+            raise UsageError(
+                f"{file}: {key}.reads names {name!r}, which is not a path inside the repository; "
+                "give it relative to the repository's root"
+            )
     return tuple(dict.fromkeys(name.strip("/") for name in value))
 
 
 def _check_file(file: Path, key: str, name: str, repo: Path) -> None:
     path = PurePosixPath(name)
     if not name or path.is_absolute() or ".." in path.parts:
-        raise UsageError(f"{file}: {key} names {name!r}, which is not a path inside the repository; give it relative to {repo}")
+        raise UsageError(
+            f"{file}: {key} names {name!r}, which is not a path inside the repository; give it relative to {repo}"
+        )
     if not (repo / path).is_file():
-        raise UsageError(f"{file}: {key} names {name!r}, which is not a file in {repo}; fix the path (relative to the repository)")
-
-
-def _version(file: Path, key: str, value: object) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UsageError(f"{file}: {key}.version must be a positive integer; bump it when the probe's meaning changes")
-    return value
+        raise UsageError(
+            f"{file}: {key} names {name!r}, which is not a file in {repo}; fix the path (relative to the repository)"
+        )
 
 
 def _check_known(file: Path, key: str, name: str, configured: Mapping[str, ProbeSpec], in_table: bool) -> None:
@@ -154,8 +179,8 @@ def _check_known(file: Path, key: str, name: str, configured: Mapping[str, Probe
         known = ", ".join(dict.fromkeys([*configured, *known_names()]))
         if in_table:
             raise UsageError(
-                f'{file}: {key} has neither module nor command and no probe is called {name!r} (known probes: {known}); '
-                'set module = "FILE.py:ATTR" or command = [...]'
+                f"{file}: {key} has neither module nor command and no probe is called {name!r} "
+                f'(known probes: {known}); set module = "FILE.py:ATTR" or command = [...]'
             ) from None
         raise UsageError(f"{file}: {key} names unknown probe {name!r}; known probes: {known}") from None
     except ProbeLoadError as error:

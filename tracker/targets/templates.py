@@ -33,7 +33,9 @@ probes = {list(SGLANG_PROBES)!r}
 
 TEMPLATES = {"sglang": _SGLANG}
 
-NOT_CODE = re.compile(r"(?i)(docs?|\.github|\.gitignore|\.gitattributes|\.mailmap|.*\.(md|rst)|licen[cs]e.*|authors.*|changelog.*|notice.*)")
+NOT_CODE = re.compile(
+    r"(?i)(docs?|\.github|\.gitignore|\.gitattributes|\.mailmap|.*\.(md|rst)|licen[cs]e.*|authors.*|changelog.*|notice.*)"
+)
 """Top-level entries whose change cannot change a check's result, left out of a starter's paths."""
 
 
@@ -102,5 +104,7 @@ def write_init(name: str | None, directory: Path) -> Path:
 
 def _repository_at(directory: Path) -> Repo:
     if not directory.is_dir():
-        raise UsageError(f"{directory} is neither a template ({', '.join(TEMPLATES)}) nor a directory; give a repository's root")
+        raise UsageError(
+            f"{directory} is neither a template ({', '.join(TEMPLATES)}) nor a directory; give a repository's root"
+        )
     return Repo(directory)
