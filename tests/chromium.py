@@ -29,9 +29,18 @@ class Browser:
     """Headless Chromium driven over the DevTools protocol on a pipe."""
 
     FLAGS = (
-        "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        "--disable-extensions", "--disable-default-apps", "--mute-audio", "--remote-debugging-pipe",
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-extensions",
+        "--disable-default-apps",
+        "--mute-audio",
+        "--remote-debugging-pipe",
     )
 
     def __init__(self, binary: str, profile: Path, log: Path) -> None:
@@ -42,7 +51,10 @@ class Browser:
         self._log = log.open("wb")  # Chromium's output, open for the browser's lifetime
         self.process = subprocess.Popen(
             ["bash", "-c", shell, binary, *self.FLAGS, f"--user-data-dir={profile}", "about:blank"],
-            pass_fds=(commands_r, replies_w), stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
+            pass_fds=(commands_r, replies_w),
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
         )
         os.close(commands_r)
         os.close(replies_w)
@@ -62,7 +74,9 @@ class Browser:
         message, self._buffer = self._buffer.split(b"\0", 1)
         return json.loads(message)
 
-    def call(self, method: str, params: dict[str, Any] | None = None, session: str | None = None, timeout: float = 30) -> dict[str, Any]:
+    def call(
+        self, method: str, params: dict[str, Any] | None = None, session: str | None = None, timeout: float = 30
+    ) -> dict[str, Any]:
         self._next_id += 1
         message: dict[str, Any] = {"id": self._next_id, "method": method, "params": params or {}}
         if session:
@@ -121,7 +135,9 @@ class Page:
 
     def evaluate(self, expression: str) -> Any:
         result = self.browser.call(
-            "Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True}, session=self.session
+            "Runtime.evaluate",
+            {"expression": expression, "returnByValue": True, "awaitPromise": True},
+            session=self.session,
         )
         if "exceptionDetails" in result:
             raise RuntimeError(f"{expression}: {result['exceptionDetails']}")

@@ -7,41 +7,64 @@ only where no ``chromium`` binary exists (``.ci/run`` installs one).
 from __future__ import annotations
 
 import hashlib
-import html
 import json
 import re
-import time
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 import pytest
-
 from chromium import Browser, Page
-from tracker.report.html import CSP, render_html
-from tracker.report.model import (
-    Cell,
-    ReportBisect,
-    ReportBisectStep,
-    ReportCommit,
-    ReportData,
-    ReportEnvironment,
-    ReportStretch,
-    ReportTransition,
+from markupsafe import escape
+
+from tracker.core.records import (
+    CommitInfo,
+    EnvironmentInfo,
+    PairKind,
+    StepRow,
+    StepVerdict,
+    StretchRecord,
+    TransitionKind,
+    TransitionRecord,
 )
-from tracker.search.transitions import State, find_transitions
+from tracker.core.verdicts import State
+from tracker.report.html import CSP, render_html
+from tracker.report.model import Cell, ReportBisect, ReportData
+from tracker.search.transitions import find_transitions
 
 SCRIPT_SUBJECT = "<script>document.title='pwned'</script>"
-IMG_SUBJECT = "\"><img src=x onerror=\"document.title='pwned'\">"
+IMG_SUBJECT = '"><img src=x onerror="document.title=\'pwned\'">'
 TV = ("target_verify_metadata", "target_verify_attention")
 PROBES = (*TV, "decode_graph_replay", "swa_page_table")
-START = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
+START = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 
 
 def _sha(i: int) -> str:
     return hashlib.sha1(f"commit {i}".encode()).hexdigest()
+
+
+def commit(sha: str, subject: str, pr_number: int | None, author: str, authored_at: datetime) -> CommitInfo:
+    return CommitInfo(sha, (), subject, author, authored_at, pr_number)
+
+
+def transition(
+    probe: str,
+    sha: str,
+    kind: str,
+    pairs_with: str | None = None,
+    pair_kind: PairKind | None = None,
+    candidates: tuple[str, ...] = (),
+) -> TransitionRecord:
+    """A stored transition; exact (its only candidate is ``sha``) unless ``candidates`` says otherwise."""
+    return TransitionRecord(
+        probe, sha, TransitionKind(kind), pairs_with, pair_kind, candidates or (sha,), START, "scan"
+    )
+
+
+def step(position: int, sha: str, verdict: StepVerdict, reused: bool) -> StepRow:
+    return StepRow(position, sha, verdict, reused, START)
 
 
 # ---------------------------------------------------------------------------- the demo story
@@ -66,16 +89,30 @@ def demo_report() -> ReportData:
         27: "Skip the in-flight token's page in the decode page-table copy",
         31: "Copy the decode page table for the newest token too",
     }
-    filler = ("Tidy scheduler logging", "Bump ruff to 0.9", "Document the page-size knob", "Speed up the radix cache lookup",
-              "Add a chunked-prefill test", "Rename ForwardMode helpers", "Trim a warning in the tokenizer manager")
+    filler = (
+        "Tidy scheduler logging",
+        "Bump ruff to 0.9",
+        "Document the page-size knob",
+        "Speed up the radix cache lookup",
+        "Add a chunked-prefill test",
+        "Rename ForwardMode helpers",
+        "Trim a warning in the tokenizer manager",
+    )
     people = ("Ada Lindqvist", "Baptiste Moreau", "Chen Wei", "Divya Raman", "Emeka Obi")
     commits = []
     pr = 1200
     for i in range(36):
         pr += 1 + i * 7 % 11
         subject = subjects.get(i, filler[i % len(filler)])
-        commits.append(ReportCommit(_sha(i), f"{subject} (#{pr})" if i not in (12, 22) else subject,
-                                    None if i in (12, 17, 22) else pr, people[i % 5], START + timedelta(minutes=45 * i)))
+        commits.append(
+            commit(
+                _sha(i),
+                f"{subject} (#{pr})" if i not in (12, 22) else subject,
+                None if i in (12, 17, 22) else pr,
+                people[i % 5],
+                START + timedelta(minutes=45 * i),
+            )
+        )
     sha = [c.sha for c in commits]
     cells: dict[tuple[str, str], Cell] = {}
     signatures = {
@@ -91,10 +128,7 @@ def demo_report() -> ReportData:
             if 4 <= i <= 6:
                 cells[(sha[i], probe)] = Cell("skip", "ImportError: cannot import name 'make_kernel'", 1)
                 continue
-            bad = (
-                (probe in TV and (13 <= i < 18 or 20 <= i < 24))
-                or (probe == "swa_page_table" and 10 <= i < 16)
-            )
+            bad = (probe in TV and (13 <= i < 18 or 20 <= i < 24)) or (probe == "swa_page_table" and 10 <= i < 16)
             if probe == "decode_graph_replay" and 27 <= i <= 30:
                 cells[(sha[i], probe)] = Cell("flaky", signatures[probe], 3)
             elif bad:
@@ -102,45 +136,95 @@ def demo_report() -> ReportData:
             else:
                 cells[(sha[i], probe)] = Cell("pass", None, 1)
     transitions = [
-        ReportTransition("swa_page_table", sha[10], "regression", None, None),
-        ReportTransition("swa_page_table", sha[16], "fix", None, None),
+        transition("swa_page_table", sha[10], "regression"),
+        transition("swa_page_table", sha[16], "fix"),
     ]
     for probe in TV:
         transitions += [
-            ReportTransition(probe, sha[13], "regression", None, None),
-            ReportTransition(probe, sha[18], "fix", None, None),
-            ReportTransition(probe, sha[20], "regression", sha[18], "reverts"),
-            ReportTransition(probe, sha[24], "fix", sha[18], "relands"),
+            transition(probe, sha[13], "regression"),
+            transition(probe, sha[18], "fix"),
+            transition(probe, sha[20], "regression", sha[18], "reverts"),
+            transition(probe, sha[24], "fix", sha[18], "relands"),
         ]
-    stretches = [ReportStretch(p, "untestable", sha[4], sha[6]) for p in PROBES]
-    stretches.append(ReportStretch("decode_graph_replay", "flaky", sha[27], sha[30]))
+    stretches = [StretchRecord(p, "untestable", sha[4], sha[6]) for p in PROBES]
+    stretches.append(StretchRecord("decode_graph_replay", "flaky", sha[27], sha[30]))
     bisects = [
-        ReportBisect(3, "target_verify_metadata", sha[0], sha[35], "done", sha[20], (sha[20],),
-                     (ReportBisectStep(sha[18], "good", True), ReportBisectStep(sha[27], "good", True),
-                      ReportBisectStep(sha[22], "bad", False), ReportBisectStep(sha[20], "bad", False),
-                      ReportBisectStep(sha[19], "good", True))),
-        ReportBisect(2, "swa_page_table", sha[7], sha[14], "done", sha[10], (sha[10],),
-                     (ReportBisectStep(sha[11], "bad", False), ReportBisectStep(sha[9], "good", False),
-                      ReportBisectStep(sha[10], "bad", False), ReportBisectStep(sha[9], "good", False)),
-                     strategy="auto", confidence=0.9624),
-        ReportBisect(1, "target_verify_attention", sha[3], sha[15], "ambiguous", None, (sha[4], sha[5], sha[6], sha[7]),
-                     (ReportBisectStep(sha[5], "skip", False), ReportBisectStep(sha[8], "good", False))),
+        ReportBisect(
+            3,
+            "target_verify_metadata",
+            sha[0],
+            sha[35],
+            "done",
+            sha[20],
+            (sha[20],),
+            (
+                step(1, sha[18], "good", True),
+                step(2, sha[27], "good", True),
+                step(3, sha[22], "bad", False),
+                step(4, sha[20], "bad", False),
+                step(5, sha[19], "good", True),
+            ),
+        ),
+        ReportBisect(
+            2,
+            "swa_page_table",
+            sha[7],
+            sha[14],
+            "done",
+            sha[10],
+            (sha[10],),
+            (
+                step(1, sha[11], "bad", False),
+                step(2, sha[9], "good", False),
+                step(3, sha[10], "bad", False),
+                step(4, sha[9], "good", False),
+            ),
+            strategy="auto",
+            confidence=0.9624,
+        ),
+        ReportBisect(
+            1,
+            "target_verify_attention",
+            sha[3],
+            sha[15],
+            "ambiguous",
+            None,
+            (sha[4], sha[5], sha[6], sha[7]),
+            (step(1, sha[5], "skip", False), step(2, sha[8], "good", False)),
+        ),
     ]
     environments = [
-        ReportEnvironment("3f9a0c1d2e4b5a6978", "cpu", None, None, None, None, "2.13.0+cpu", None, "3.11.7", "ci-runner-4"),
-        ReportEnvironment("b71e55aa90c2d34f11", "cuda", "NVIDIA H200", "9.0", "570.124.06", "12.8", "2.13.0+cu128", "0.7.2", "3.11.7", "gpu-node-17"),
+        EnvironmentInfo("cpu", None, None, None, None, "2.13.0+cpu", None, "3.11.7", "ci-runner-4"),
+        EnvironmentInfo(
+            "cuda", "NVIDIA H200", "9.0", "570.124.06", "12.8", "2.13.0+cu128", "0.7.2", "3.11.7", "gpu-node-17"
+        ),
     ]
     return ReportData(
-        "sglang (demo history)", START + timedelta(days=3), PROBES, tuple(commits), cells,
-        tuple(transitions), tuple(stretches), tuple(bisects), tuple(environments),
+        "sglang (demo history)",
+        START + timedelta(days=3),
+        PROBES,
+        tuple(commits),
+        cells,
+        tuple(transitions),
+        tuple(stretches),
+        tuple(bisects),
+        tuple(environments),
     )
 
 
 def large_report(n: int = 1000) -> ReportData:
     """``n`` commits; each probe breaks and mends periodically, some commits are untested, and a
     regression hides behind an untestable stretch. Transitions come from ``find_transitions``."""
-    commits = tuple(ReportCommit(_sha(i), f"Change number {i} to the attention backend (#{5000 + i})", 5000 + i,
-                                 f"Author {i % 13}", START + timedelta(minutes=20 * i)) for i in range(n))
+    commits = tuple(
+        commit(
+            _sha(i),
+            f"Change number {i} to the attention backend (#{5000 + i})",
+            5000 + i,
+            f"Author {i % 13}",
+            START + timedelta(minutes=20 * i),
+        )
+        for i in range(n)
+    )
     to_state = {"pass": State.GOOD, "fail": State.BAD, "skip": State.SKIP, "flaky": State.FLAKY}
     cells: dict[tuple[str, str], Cell] = {}
     transitions = []
@@ -161,12 +245,23 @@ def large_report(n: int = 1000) -> ReportData:
             cells[(commits[i].sha, probe)] = Cell(state, "signature" if state in ("fail", "flaky") else None, 1)
         found, _ = find_transitions([to_state[state] for _, state in line])
         for t in found:
-            transitions.append(ReportTransition(
-                probe, commits[line[t.index][0]].sha, t.kind.value, None, None,
-                tuple(commits[line[c][0]].sha for c in t.candidates) if len(t.candidates) > 1 else (),
-            ))
-    return ReportData("big/repo", START, PROBES, commits, cells, tuple(transitions),
-                      (ReportStretch(PROBES[0], "untestable", commits[600].sha, commits[611].sha),))
+            transitions.append(
+                transition(
+                    probe,
+                    commits[line[t.index][0]].sha,
+                    t.kind.value,
+                    candidates=tuple(commits[line[c][0]].sha for c in t.candidates),
+                )
+            )
+    return ReportData(
+        "big/repo",
+        START,
+        PROBES,
+        commits,
+        cells,
+        tuple(transitions),
+        (StretchRecord(PROBES[0], "untestable", commits[600].sha, commits[611].sha),),
+    )
 
 
 # ---------------------------------------------------------------------------- parsing the output
@@ -199,9 +294,39 @@ class Parsed(HTMLParser):
 
 
 ALLOWED_TAGS = {
-    "html", "head", "meta", "link", "title", "style", "body", "header", "nav", "section", "footer", "h1", "h2", "h3",
-    "p", "a", "span", "b", "code", "div", "table", "thead", "tbody", "tr", "th", "td", "details", "summary",
-    "svg", "rect", "line", "path", "bdi",
+    "html",
+    "head",
+    "meta",
+    "link",
+    "title",
+    "style",
+    "body",
+    "header",
+    "nav",
+    "section",
+    "footer",
+    "h1",
+    "h2",
+    "h3",
+    "p",
+    "a",
+    "span",
+    "b",
+    "code",
+    "div",
+    "table",
+    "thead",
+    "tbody",
+    "tr",
+    "th",
+    "td",
+    "details",
+    "summary",
+    "svg",
+    "rect",
+    "line",
+    "path",
+    "bdi",
 }
 
 
@@ -209,22 +334,42 @@ def hostile_report() -> ReportData:
     """Every string field holds markup naming the field, so a field left unescaped shows as a tag."""
 
     def h(name: str) -> str:
-        return f'<i>{name}</i>"\'&amp;<b onmouseover=x>'
+        return f"<i>{name}</i>\"'&amp;<b onmouseover=x>"
 
     probe = h("probe")
     commits = tuple(
-        ReportCommit(h(f"sha{i}")[:12] + str(i), h(f"subject{i}"), 7, h(f"author{i}"), START + timedelta(hours=i)) for i in range(3)
+        commit(h(f"sha{i}")[:12] + str(i), h(f"subject{i}"), 7, h(f"author{i}"), START + timedelta(hours=i))
+        for i in range(3)
     )
     sha = [c.sha for c in commits]
-    cells = {(sha[0], probe): Cell("pass"), (sha[1], probe): Cell("fail", h("signature"), 2), (sha[2], probe): Cell("pass")}
+    cells = {
+        (sha[0], probe): Cell("pass"),
+        (sha[1], probe): Cell("fail", h("signature"), 2),
+        (sha[2], probe): Cell("pass"),
+    }
     return ReportData(
-        h("repository"), START, (probe,), commits, cells,
-        (ReportTransition(probe, sha[1], "regression", None, None, (sha[0], sha[1])),
-         ReportTransition(probe, sha[2], "fix", sha[1], "reverts")),
-        (ReportStretch(probe, "flaky", sha[0], sha[0]),),
-        (ReportBisect(1, probe, sha[0], sha[2], h("status"), sha[1], (sha[1],), (ReportBisectStep(sha[1], "bad", True),), h("strategy")),
-         ReportBisect(2, probe, sha[0], sha[2], "ambiguous", None, (h("candidate"),), ())),
-        (ReportEnvironment(h("fingerprint"), *(h(f) for f in ("device", "gpu", "cc", "driver", "cuda", "torch", "flashinfer", "python", "host")), facts=((h("fact"), h("value")),)),),
+        h("repository"),
+        START,
+        (probe,),
+        commits,
+        cells,
+        (
+            transition(probe, sha[1], "regression", candidates=(sha[0], sha[1])),
+            transition(probe, sha[2], "fix", sha[1], "reverts"),
+        ),
+        (StretchRecord(probe, "flaky", sha[0], sha[0]),),
+        (
+            ReportBisect(
+                1, probe, sha[0], sha[2], h("status"), sha[1], (sha[1],), (step(1, sha[1], "bad", True),), h("strategy")
+            ),
+            ReportBisect(2, probe, sha[0], sha[2], "ambiguous", None, (h("candidate"),), ()),
+        ),
+        (
+            EnvironmentInfo(
+                *(h(f) for f in ("device", "gpu", "cc", "driver", "cuda", "torch", "flashinfer", "python", "host")),
+                facts={h("fact"): h("value")},
+            ),
+        ),
     )
 
 
@@ -236,7 +381,11 @@ def test_head_declares_charset_and_a_policy_that_forbids_network_loads() -> None
     head = page[: page.index("</head>")]
     assert page.startswith("<!DOCTYPE html>")
     assert '<meta charset="utf-8">' in head
-    policies = [attrs for tag, attrs in Parsed(head).tags if tag == "meta" and attrs.get("http-equiv") == "Content-Security-Policy"]
+    policies = [
+        attrs
+        for tag, attrs in Parsed(head).tags
+        if tag == "meta" and attrs.get("http-equiv") == "Content-Security-Policy"
+    ]
     assert len(policies) == 1
     directives = {d.split()[0]: d.split()[1:] for d in policies[0]["content"].split(";") if d.strip()}
     assert directives["default-src"] == ["'none'"]
@@ -252,11 +401,24 @@ def test_no_external_url_and_nothing_to_fetch(report: Any) -> None:
     page = render_html(report())
     assert not re.search(r"https?:|//|url\(", page, re.IGNORECASE)
     parsed = Parsed(page)
-    assert not [tag for tag, _ in parsed.tags if tag in {"script", "img", "iframe", "object", "embed", "image", "use", "base", "form"}]
+    assert not [
+        tag
+        for tag, _ in parsed.tags
+        if tag in {"script", "img", "iframe", "object", "embed", "image", "use", "base", "form"}
+    ]
     for tag, attrs in parsed.tags:
         assert "src" not in attrs and "srcset" not in attrs and "xlink:href" not in attrs
         if "href" in attrs:
             assert attrs["href"].startswith("#") or (tag, attrs["href"]) == ("link", "data:,"), (tag, attrs)
+
+
+def test_a_script_in_a_commit_subject_is_escaped_wherever_it_is_shown() -> None:
+    data = demo_report()
+    page = render_html(data)
+    assert SCRIPT_SUBJECT not in page and IMG_SUBJECT not in page and "<script" not in page
+    shown = escape(SCRIPT_SUBJECT)
+    assert f"<bdi>{shown}</bdi>" in page and f'title="{shown}"' in page
+    assert f'title="{data.commits[22].sha}: {escape(IMG_SUBJECT)}"' in page  # a bisect step's link to the commit
 
 
 def test_every_data_field_is_escaped() -> None:
@@ -267,11 +429,28 @@ def test_every_data_field_is_escaped() -> None:
     assert not [name for _, attrs in parsed.tags for name in attrs if name.startswith("on")]
     assert "<i>" not in page and "<b " not in page
     shown = parsed.all_text() + "\n".join(parsed.attribute_values())
-    fields = ["repository", "probe", "signature", "status", "strategy", "candidate", "fingerprint",
-              "device", "gpu", "cc", "driver", "cuda", "torch", "flashinfer", "python", "host", "fact", "value"]
+    fields = [
+        "repository",
+        "probe",
+        "signature",
+        "status",
+        "strategy",
+        "candidate",
+        "device",
+        "gpu",
+        "cc",
+        "driver",
+        "cuda",
+        "torch",
+        "flashinfer",
+        "python",
+        "host",
+        "fact",
+        "value",
+    ]
     fields += [f"subject{i}" for i in range(3)] + [f"author{i}" for i in range(3)]
     for name in fields:
-        assert f'<i>{name}</i>"\'&amp;<b onmouseover=x>' in shown, name
+        assert f"<i>{name}</i>\"'&amp;<b onmouseover=x>" in shown, name
     for commit in data.commits:
         assert commit.sha in shown and commit.sha[:12] in parsed.all_text()
 
@@ -302,11 +481,12 @@ def test_subjects_and_authors_are_isolated_from_right_to_left_overrides() -> Non
     subject, author = 'Revert "Fix \u202etarget verify" (#1240)', "\u202eAda Lindqvist"
     commits = tuple(replace(c, subject=subject, author=author) if i == 20 else c for i, c in enumerate(data.commits))
     page = render_html(replace(data, commits=commits))
-    shown, name = html.escape(subject), html.escape(author)
+    shown, name = escape(subject), escape(author)
     assert page.count(f">{shown}<") == page.count(f"<bdi>{shown}</bdi>") >= 3
     assert page.count(f">{name}<") == page.count(f"<bdi>{name}</bdi>") == 2
-    assert f'<bdi>{shown}</bdi></td><td class="events">' in page
-    assert f'<td class="author"><bdi>{name}</bdi></td><td class="date">' in page
+    subject_cell = rf'<td class="subj" title="{re.escape(shown)}"><bdi>{re.escape(shown)}</bdi></td>'
+    assert re.search(subject_cell + r'\s*<td class="events">', page)
+    assert re.search(rf'<td class="author"><bdi>{re.escape(name)}</bdi></td>\s*<td class="date">', page)
     # Text outside a <bdi> holds the subject only in tooltips, isolated between FSI and PDI.
     outside = "".join(OutsideBdi(page).text)
     assert "\u2068" + subject + "\u2069" in outside
@@ -369,7 +549,9 @@ def test_a_fix_search_runs_from_its_bad_end_to_the_first_fixed_commit() -> None:
     data = demo_report()
     sha = [c.sha for c in data.commits]
     fix = ReportBisect(4, "swa_page_table", sha[16], sha[10], "done", sha[16], (sha[16],), (), find_fix=True)
-    summaries = [" ".join(s.split()) for s in re.findall(r"<summary>(.*?)</summary>", render_html(replace(data, bisects=(fix,))))]
+    summaries = [
+        " ".join(s.split()) for s in re.findall(r"<summary>(.*?)</summary>", render_html(replace(data, bisects=(fix,))))
+    ]
     [shown] = [Parsed(s).all_text() for s in summaries]
     assert f"bad {sha[10][:12]} → good {sha[16][:12]}" in shown and f"first fixed commit {sha[16][:12]}" in shown
     assert "culprit" not in shown
@@ -387,13 +569,10 @@ def test_empty_report_renders() -> None:
     assert "No commits." in page and "No transitions." in page and grid_rows(page) == []
 
 
-def test_a_thousand_commits_render_fast_and_compact() -> None:
-    data = large_report(1000)
-    started = time.perf_counter()
-    page = render_html(data)
-    elapsed = time.perf_counter() - started
+def test_a_thousand_commits_render_compact() -> None:
+    """How long it takes is measured by ``scripts/bench_report.py``, not asserted here."""
+    page = render_html(large_report(1000))
     assert len(grid_rows(page)) == 1000
-    assert elapsed < 5
     assert len(page.encode()) < 4_000_000
 
 
@@ -407,7 +586,8 @@ DOM_CHECK = """(() => {
     title: document.title,
     scripts: document.querySelectorAll('script').length,
     images: document.querySelectorAll('img, image, iframe, object, embed').length,
-    handlers: [...document.querySelectorAll('*')].filter(e => [...e.attributes].some(a => a.name.startsWith('on'))).length,
+    handlers: [...document.querySelectorAll('*')].filter(e => \
+[...e.attributes].some(a => a.name.startsWith('on'))).length,
     rows: rows.map(r => r.id),
     cells: document.querySelectorAll('table.grid td.c').length,
     failing: document.querySelectorAll('table.grid td.c.s-fail').length,
@@ -426,7 +606,9 @@ DOM_CHECK = """(() => {
 
 
 def dom(page: Page, data: ReportData) -> dict[str, Any]:
-    return page.evaluate(DOM_CHECK % {"script": json.dumps(data.commits[12].sha), "img": json.dumps(data.commits[22].sha)})
+    return page.evaluate(
+        DOM_CHECK % {"script": json.dumps(data.commits[12].sha), "img": json.dumps(data.commits[22].sha)}
+    )
 
 
 def test_report_loads_in_chromium_without_errors_and_data_does_not_run(browser: Browser, tmp_path: Path) -> None:
@@ -445,7 +627,15 @@ def test_report_loads_in_chromium_without_errors_and_data_does_not_run(browser: 
         assert found["cells"] == len(data.commits) * len(data.probes)
         assert found["failing"] == sum(1 for c in data.cells.values() if c.state == "fail")
         assert found["marked"] == len(data.transitions)
-        assert found["sections"] == ["probes", "overview", "timeline", "transitions", "stretches", "bisects", "environments"]
+        assert found["sections"] == [
+            "probes",
+            "overview",
+            "timeline",
+            "transitions",
+            "stretches",
+            "bisects",
+            "environments",
+        ]
         assert found["strips"] == len(data.probes) and found["arcs"] == 2
         assert found["bisects"] == 3 and found["environments"] == 2
         assert found["fetched"] == 0
@@ -457,7 +647,7 @@ def test_escaping_alone_keeps_data_from_running(browser: Browser, tmp_path: Path
     """With the Content-Security-Policy removed, the injected subjects still render as text."""
     data = demo_report()
     page_text = render_html(data)
-    policy = f'<meta http-equiv="Content-Security-Policy" content="{CSP.replace(chr(39), "&#x27;")}">'
+    policy = f'<meta http-equiv="Content-Security-Policy" content="{escape(CSP)}">'
     assert policy in page_text
     path = tmp_path / "no-csp.html"
     path.write_text(page_text.replace(policy, ""), encoding="utf-8")
@@ -475,7 +665,10 @@ def test_escaping_alone_keeps_data_from_running(browser: Browser, tmp_path: Path
 def test_the_harness_sees_a_script_run_and_a_console_error(browser: Browser, tmp_path: Path) -> None:
     """Control: the checks above would catch an injection that ran or a page that logged an error."""
     path = tmp_path / "control.html"
-    path.write_text("<!DOCTYPE html><title>clean</title><script>document.title='pwned';console.error('boom')</script>", encoding="utf-8")
+    path.write_text(
+        "<!DOCTYPE html><title>clean</title><script>document.title='pwned';console.error('boom')</script>",
+        encoding="utf-8",
+    )
     page = browser.load(path)
     try:
         assert page.evaluate("document.title") == "pwned"
@@ -492,6 +685,5 @@ def test_a_thousand_commit_report_loads_in_chromium(browser: Browser, tmp_path: 
     try:
         assert page.evaluate("document.querySelectorAll('table.grid tbody tr').length") == 1000
         assert page.problems() == []
-        assert page.load_seconds < 20
     finally:
         page.close()
