@@ -29,7 +29,9 @@ class BackendConfig:
         if self.num_q_heads % self.num_kv_heads:
             raise ValueError(f"num_q_heads {self.num_q_heads} is not a multiple of num_kv_heads {self.num_kv_heads}")
         if self.page_size < 1 or self.max_context_len % self.page_size:
-            raise ValueError(f"page_size {self.page_size} must be >= 1 and divide max_context_len {self.max_context_len}")
+            raise ValueError(
+                f"page_size {self.page_size} must be >= 1 and divide max_context_len {self.max_context_len}"
+            )
         if self.kernel not in KERNELS:
             raise ValueError(f"unknown kernel {self.kernel!r}; choose one of {', '.join(KERNELS)}")
         if self.sliding_window is not None and self.sliding_window < 1:

@@ -1,13 +1,12 @@
 """Correctness probes run against one checked-out revision of an attention backend."""
 
-from probes.api import Case, Outcome, Probe, ProbeContext, ProbeResult
+from probes.api import Case, Probe, ProbeContext, ProbeResult
 from probes.registry import all_probes, get_probe, register
 from probes.runner import CaseResult, run_case, run_probe, summarize
 
 __all__ = [
     "Case",
     "CaseResult",
-    "Outcome",
     "Probe",
     "ProbeContext",
     "ProbeResult",

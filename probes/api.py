@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from probes.code_hash import module_closure_hash
 from probes.loader import load_package
@@ -59,7 +62,7 @@ class ProbeResult:
     detail: str = ""
 
     @classmethod
-    def passed(cls, **metrics: float) -> "ProbeResult":
+    def passed(cls, **metrics: float) -> ProbeResult:
         return cls(Outcome.PASS, dict(metrics))
 
 
@@ -75,12 +78,18 @@ CheckFn = Callable[[ProbeContext, Mapping[str, Any]], ProbeResult]
 
 @dataclass(frozen=True)
 class Probe:
-    """A check run against one revision.
+    """A check run against one revision, once per case.
 
     ``check(ctx, params)`` imports what it tests from the revision itself, e.g.
-    ``ctx.import_package("backend")``, and judges it under one case's parameters. ``version`` is bumped by hand when the probe's meaning changes; ``code_hash`` changes with any
-    edit of the module that defines the check or of a module of its package that it imports
-    (``probes.code_hash``).
+    ``ctx.import_package("backend")``, and judges it under one case's parameters. A built-in probe
+    names its check by where it lives, ``"package.module:function"``: that module imports torch and
+    its helpers at the top and is imported only when a case runs, so a process that only lists or
+    looks up probes loads none of it. ``requires`` names the modules the check needs besides
+    regtrack's own dependencies; a probe asked for without one is refused with how to install it.
+
+    ``version`` is bumped by hand when the probe's meaning changes; ``code_hash`` changes with any
+    edit of the check's module or of a module of its package that it imports (``probes.code_hash``)
+    and, for a check named by its place, with the cases' parameters.
 
     ``deterministic`` declares that the result is a function of the revision and the case alone
     (no timing, no nondeterministic kernels): such a probe always runs under the same seed, so a
@@ -91,11 +100,29 @@ class Probe:
     version: int
     description: str
     cases: tuple[Case, ...]
-    check: CheckFn
+    check: CheckFn | str
     deterministic: bool = False
+    requires: tuple[str, ...] = ()
+
+    @property
+    def check_module(self) -> str | None:
+        """The name of the module that defines the check."""
+        if isinstance(self.check, str):
+            return self.check.partition(":")[0]
+        return getattr(self.check, "__module__", None)
+
+    def load_check(self) -> CheckFn:
+        """The check function, its module imported where it is named by place."""
+        if not isinstance(self.check, str):
+            return self.check
+        module, _, function = self.check.partition(":")
+        found: CheckFn = getattr(importlib.import_module(module), function)
+        return found
 
     @property
     def code_hash(self) -> str:
+        if isinstance(self.check, str):
+            return module_closure_hash(self.check.partition(":")[0], _cases_key(self.cases))
         return module_closure_hash(inspect.getmodule(self.check))  # type: ignore[arg-type]
 
     def case(self, case_id: str) -> Case:
@@ -104,3 +131,9 @@ class Probe:
                 return case
         known = ", ".join(c.id for c in self.cases)
         raise KeyError(f"probe {self.name!r} has no case {case_id!r}; its cases: {known}")
+
+
+def _cases_key(cases: tuple[Case, ...]) -> bytes:
+    """The cases as the check sees them, for a check whose module does not declare them."""
+    described = [[case.id, dict(case.params), case.cuda_only] for case in cases]
+    return json.dumps(described, sort_keys=True, default=repr).encode()

@@ -220,7 +220,13 @@ def _start(argv: Sequence[str], cwd: Path, env: Mapping[str, str], sink: IO[byte
 
     def popen(words: list[str]) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
-            words, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
+            words,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
     try:

@@ -54,7 +54,9 @@ class RevisionFinder(importlib.abc.MetaPathFinder):
     def _inside(self, spec: ModuleSpec) -> bool:
         places = [spec.origin] if spec.has_location and spec.origin else []
         places += list(spec.submodule_search_locations or [])
-        return bool(places) and all(any(Path(place).resolve().is_relative_to(root) for root in self.roots) for place in places)
+        return bool(places) and all(
+            any(Path(place).resolve().is_relative_to(root) for root in self.roots) for place in places
+        )
 
 
 @dataclass(frozen=True)

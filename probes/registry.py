@@ -24,6 +24,10 @@ class ProbeLoadError(Exception):
     """A probe's source exists but cannot be loaded: one line saying why."""
 
 
+class MissingRequirement(ProbeLoadError):
+    """A probe needs a module (torch) that is not installed here: one line naming it and how to install it."""
+
+
 def register(probe: Probe) -> Probe:
     """Register ``probe`` under its name. A module run again (a probe file edited since it was
     loaded) replaces what it registered; another module's probe of the same name is an error."""
@@ -91,7 +95,9 @@ def _load_entry_point(point: EntryPoint) -> None:
     try:
         loaded = point.load()
     except Exception as exc:
-        raise ProbeLoadError(f"cannot load {where}: {type(exc).__name__}: {exc}; fix or uninstall its distribution") from exc
+        raise ProbeLoadError(
+            f"cannot load {where}: {type(exc).__name__}: {exc}; fix or uninstall its distribution"
+        ) from exc
     if isinstance(loaded, Probe):
         if loaded.name != point.name:
             raise ProbeLoadError(f"{where} names a probe called {loaded.name!r}; give the entry point the probe's name")
@@ -104,7 +110,7 @@ def _load_entry_point(point: EntryPoint) -> None:
 
 
 def _defined_in(probe: Probe) -> str | None:
-    return getattr(probe.check, "__module__", None)
+    return probe.check_module
 
 
 def _load_builtins() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import traceback
 import zlib
 from dataclasses import dataclass, replace
@@ -10,13 +9,14 @@ from pathlib import Path
 
 from probes.api import (
     Case,
-    Outcome,
     Probe,
     ProbeContext,
     ProbeResult,
     RevisionImportError,
 )
 from probes.loader import revision
+from probes.requirements import installed
+from tracker.core.verdicts import Outcome
 
 UNTESTABLE_PREFIX = "import error"
 OUT_OF_MEMORY_PREFIX = "out of memory"
@@ -57,7 +57,9 @@ def _oom_kill_counter(pid: int | None) -> Path | None:
         return None
     for line in lines:
         _, controllers, path = line.split(":", 2)
-        candidates = V2_OOM_COUNTERS if not controllers else V1_OOM_COUNTERS if "memory" in controllers.split(",") else ()
+        candidates = (
+            V2_OOM_COUNTERS if not controllers else V1_OOM_COUNTERS if "memory" in controllers.split(",") else ()
+        )
         for mount, name in candidates:
             counter = mount / path.strip("/") / name
             if counter.is_file():
@@ -89,14 +91,19 @@ def case_seed(ctx: ProbeContext, case: Case) -> int:
 
 def run_case(probe: Probe, case: Case, ctx: ProbeContext) -> ProbeResult:
     """One case against the revision at ``ctx.root``, its packages imported fresh from its import
-    roots; never raises for the revision's faults."""
+    roots; never raises for the revision's faults. The check's own module is imported first, from
+    regtrack's installation, before the revision's roots go on ``sys.path``."""
     if ctx.is_cuda and not _cuda_available():
         return ProbeResult(Outcome.SKIP, detail="CUDA device requested but none is available")
     if case.cuda_only and not ctx.is_cuda:
         return ProbeResult(Outcome.SKIP, detail="case needs a CUDA device")
+    try:
+        check = probe.load_check()
+    except Exception as exc:
+        return _untestable(exc, f"probe raised {type(exc).__name__}")
     with revision(ctx.import_paths):
         try:
-            return probe.check(replace(ctx, seed=case_seed(ctx, case)), case.params)
+            return check(replace(ctx, seed=case_seed(ctx, case)), case.params)
         except RevisionImportError as exc:  # the revision's code does not import: untestable
             cause = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
             return _untestable(cause, f"{UNTESTABLE_PREFIX}: {type(cause).__name__}")
@@ -132,7 +139,9 @@ def ended_case(exc: SystemExit | KeyboardInterrupt) -> ProbeResult:
     interrupt is the probe's own."""
     if isinstance(exc, KeyboardInterrupt):
         return ProbeResult(Outcome.CRASH, signature="probe raised KeyboardInterrupt", detail=_last_lines(exc))
-    return ProbeResult(Outcome.CRASH, signature=f"probe exited with status {_exit_status(exc)}", detail=_last_lines(exc))
+    return ProbeResult(
+        Outcome.CRASH, signature=f"probe exited with status {_exit_status(exc)}", detail=_last_lines(exc)
+    )
 
 
 def _exit_status(exc: SystemExit) -> int:
@@ -152,7 +161,7 @@ def _untestable(exc: Exception, signature: str) -> ProbeResult:
 
 def _cuda_available() -> bool:
     """torch's answer where torch is installed; without it the worker's device check (nvidia-smi) stands."""
-    if importlib.util.find_spec("torch") is None:
+    if not installed("torch"):
         return True
     import torch
 

@@ -33,7 +33,8 @@ from typing import Any
 
 from probes.api import Case, Probe
 from probes.code_hash import module_closure_hash
-from probes.registry import ProbeLoadError, get_probe
+from probes.registry import MissingRequirement, ProbeLoadError, get_probe
+from probes.requirements import missing_requirement
 
 COMMAND_CASE = "command"
 FUNCTION_CASE = "default"
@@ -63,16 +64,28 @@ class ProbeSpec:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "name": self.name, "source": self.source.value, "module": self.module, "command": list(self.command),
-            "inputs": list(self.inputs), "reads": list(self.reads), "base": self.base, "version": self.version,
-        }  # fmt: skip
+            "name": self.name,
+            "source": self.source.value,
+            "module": self.module,
+            "command": list(self.command),
+            "inputs": list(self.inputs),
+            "reads": list(self.reads),
+            "base": self.base,
+            "version": self.version,
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ProbeSpec:
         return cls(
-            data["name"], Source(data["source"]), data["module"], tuple(data["command"]), tuple(data["inputs"]),
-            tuple(data["reads"]), data["base"], data["version"],
-        )  # fmt: skip
+            data["name"],
+            Source(data["source"]),
+            data["module"],
+            tuple(data["command"]),
+            tuple(data["inputs"]),
+            tuple(data["reads"]),
+            data["base"],
+            data["version"],
+        )
 
     @property
     def self_timed(self) -> bool:
@@ -103,7 +116,9 @@ def spec_of(probe: Probe) -> ProbeSpec:
     return ProbeSpec(probe.name)
 
 
-def command_spec(name: str, argv: list[str], base: Path, inputs: tuple[str, ...] = (), version: int | None = None) -> ProbeSpec:
+def command_spec(
+    name: str, argv: list[str], base: Path, inputs: tuple[str, ...] = (), version: int | None = None
+) -> ProbeSpec:
     return ProbeSpec(name, Source.COMMAND, command=tuple(argv), inputs=inputs, base=str(base), version=version)
 
 
@@ -119,8 +134,17 @@ def adhoc_command_name(argv: list[str]) -> str:
 
 
 def resolve(spec: ProbeSpec) -> Probe:
-    """The probe ``spec`` describes; raises KeyError for an unknown registered name and
-    ProbeLoadError for a source that cannot be loaded."""
+    """The probe ``spec`` describes, ready to run here; raises KeyError for an unknown registered
+    name, ProbeLoadError for a source that cannot be loaded and MissingRequirement for a probe that
+    needs a module (torch) this installation lacks."""
+    probe = _probe_of(spec)
+    missing = missing_requirement(probe.requires)
+    if missing is not None:
+        raise MissingRequirement(f"probe {spec.name!r} {missing}")
+    return probe
+
+
+def _probe_of(spec: ProbeSpec) -> Probe:
     if spec.source is Source.REGISTERED:
         return get_probe(spec.name)
     if spec.source is Source.COMMAND:
@@ -136,17 +160,25 @@ def _command_probe(spec: ProbeSpec) -> Probe:
         parts["reads"] = sorted(spec.reads)
     fingerprint = _fingerprint(parts)
     return SourcedProbe(
-        spec.name, spec.version or 1, " ".join(spec.command), (Case(COMMAND_CASE, {}),), CommandCheck(tuple(spec.argv())),
-        spec=spec, fingerprint=fingerprint,
-    )  # fmt: skip
+        spec.name,
+        spec.version or 1,
+        " ".join(spec.command),
+        (Case(COMMAND_CASE, {}),),
+        CommandCheck(tuple(spec.argv())),
+        spec=spec,
+        fingerprint=fingerprint,
+    )
 
 
 def _module_probe(spec: ProbeSpec) -> Probe:
     where, _, attr = spec.module.partition(":")
     module, source = _load_module(spec, where)
     code = _digest(source) if where.endswith(".py") else module_closure_hash(module)
-    fingerprint = _fingerprint({"module": code, "inputs": _input_digests(spec)})
     found = getattr(module, attr, None) if attr else _registered(spec, where)
+    parts: dict[str, Any] = {"module": code, "inputs": _input_digests(spec)}
+    if isinstance(found, Probe) and isinstance(found.check, str):  # named by place: ``module`` does not import it
+        parts["check"] = found.code_hash
+    fingerprint = _fingerprint(parts)
     if isinstance(found, Probe):
         copied = {f.name: getattr(found, f.name) for f in fields(Probe)}
         copied.update(name=spec.name, version=spec.version or found.version)
@@ -154,7 +186,13 @@ def _module_probe(spec: ProbeSpec) -> Probe:
     if callable(found):
         description = (found.__doc__ or spec.module).strip().splitlines()[0]
         return SourcedProbe(
-            spec.name, spec.version or 1, description, (Case(FUNCTION_CASE, {}),), found, spec=spec, fingerprint=fingerprint
+            spec.name,
+            spec.version or 1,
+            description,
+            (Case(FUNCTION_CASE, {}),),
+            found,
+            spec=spec,
+            fingerprint=fingerprint,
         )
     what = "nothing" if found is None else type(found).__name__
     raise ProbeLoadError(f"{spec.module} names {what}, not a Probe or a check function; point it at one")
@@ -164,7 +202,9 @@ def _registered(spec: ProbeSpec, where: str) -> Probe:
     try:
         return get_probe(spec.name)
     except KeyError:
-        raise ProbeLoadError(f"{where} registers no probe called {spec.name!r}; register one or name it {where}:ATTR") from None
+        raise ProbeLoadError(
+            f"{where} registers no probe called {spec.name!r}; register one or name it {where}:ATTR"
+        ) from None
 
 
 def _load_module(spec: ProbeSpec, where: str) -> tuple[ModuleType, bytes]:
@@ -221,7 +261,9 @@ def _input_digests(spec: ProbeSpec) -> dict[str, str]:
         try:
             digests[name] = _digest(Path(spec.base, name).read_bytes())
         except OSError as exc:
-            raise ProbeLoadError(f"cannot read input {name!r} of probe {spec.name!r} in {spec.base}: {exc.strerror}") from None
+            raise ProbeLoadError(
+                f"cannot read input {name!r} of probe {spec.name!r} in {spec.base}: {exc.strerror}"
+            ) from None
     return digests
 
 

@@ -18,7 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from probes import Case, Outcome, Probe, ProbeContext, ProbeResult, register
+from probes import Case, Probe, ProbeContext, ProbeResult, register
+from tracker.core.verdicts import Outcome
 
 FAIL_AFTER = 0.7
 FAIL_BEFORE = 0.1
@@ -95,7 +96,11 @@ def tamper(ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
         os.chmod(source, 0o644)
         source.write_text(source.read_text().replace("BAD = False", "BAD = True"))
         return ProbeResult.passed()
-    return ProbeResult(Outcome.FAIL, signature="planted failure") if ctx.import_package("backend").BAD else ProbeResult.passed()
+    return (
+        ProbeResult(Outcome.FAIL, signature="planted failure")
+        if ctx.import_package("backend").BAD
+        else ProbeResult.passed()
+    )
 
 
 register(Probe("integrity_flaky", 1, "fails often once BAD, sometimes before", (Case("only", {}),), flaky))
@@ -119,6 +124,12 @@ register(
 )
 register(Probe("integrity_fork_crash", 1, "dies with a child holding the pipe", (Case("only", {}),), fork_then_die))
 register(
-    Probe("integrity_tamper", 1, "edits its snapshot", (Case("tamper", {"tamper": True}), Case("check", {"tamper": False})), tamper)
+    Probe(
+        "integrity_tamper",
+        1,
+        "edits its snapshot",
+        (Case("tamper", {"tamper": True}), Case("check", {"tamper": False})),
+        tamper,
+    )
 )
 register(Probe("integrity_stray", 1, "writes stray protocol lines", (Case("only", {}),), stray_line))

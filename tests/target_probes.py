@@ -15,7 +15,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from probes import Case, Outcome, Probe, ProbeContext, ProbeResult, register
+from probes import Case, Probe, ProbeContext, ProbeResult, register
+from tracker.core.verdicts import Outcome
 
 
 def _observations(ctx: ProbeContext) -> dict[str, float]:

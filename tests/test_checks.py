@@ -8,7 +8,6 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from probes.api import Outcome
 from probes.demo_backend.checks import (
     Tolerance,
     attention_metrics,
@@ -18,6 +17,7 @@ from probes.demo_backend.checks import (
     tolerance_for,
 )
 from probes.demo_backend.reference import reference_attention
+from tracker.core.verdicts import Outcome
 
 ints = st.lists(st.integers(-1000, 1000), min_size=1, max_size=16)
 
@@ -88,8 +88,10 @@ def test_known_wrong_attention_outputs_fail() -> None:
     assert attention_verdict(attention_metrics(reference.float(), reference, tolerance), tolerance) is Outcome.PASS
 
     non_causal = torch.cat(
-        [reference_attention(req_to_token, k, v, [b], [kv_lens[b]], q[i : i + 1], 1, torch.float64)
-         for i, b in enumerate([0, 0, 1, 1])]
+        [
+            reference_attention(req_to_token, k, v, [b], [kv_lens[b]], q[i : i + 1], 1, torch.float64)
+            for i, b in enumerate([0, 0, 1, 1])
+        ]
     )
     assert attention_verdict(attention_metrics(non_causal, reference, tolerance), tolerance) is Outcome.FAIL
 

@@ -1,5 +1,6 @@
 """A probe's code hash covers the modules of its package that the check imports, however it
-imports them, and nothing else: a real package written to a temporary folder and imported."""
+imports them, and nothing else (and, for a check named by place, the cases): a real package
+written to a temporary folder and imported."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import importlib
 import itertools
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,7 @@ from probes.code_hash import module_closure, module_closure_hash
 
 _names = itertools.count()
 
-PROBE = '''\
+PROBE = """\
 import json
 
 from probes import ProbeResult
@@ -28,7 +30,7 @@ def check(ctx, params):
     from {pkg}.deep.inner import limit
     import {pkg}.later
     return ProbeResult.passed(value=float(judge(limit)))
-'''
+"""
 FILES = {
     "__init__.py": "",
     "helpers.py": "def judge(x):\n    return x\n",
@@ -98,6 +100,17 @@ def test_a_registered_probe_hash_follows_its_helpers(package: tuple[str, Path]) 
     before = probe.code_hash
     (root / "helpers.py").write_text("def judge(x):\n    return x + 1\n")
     assert probe.code_hash != before
+
+
+def test_a_check_named_by_place_is_hashed_from_its_files_with_its_cases(package: tuple[str, Path]) -> None:
+    name, root = package
+    probe = Probe("placed", 1, "a check named by place", (Case("default", {"n": 1}),), f"{name}.probe:check")
+    before = probe.code_hash
+    assert f"{name}.probe" not in sys.modules, "hashing does not import the check"
+    assert replace(probe, cases=(Case("default", {"n": 2}),)).code_hash != before
+    (root / "deep" / "inner.py").write_text("limit = 4\n")
+    assert probe.code_hash != before
+    assert probe.load_check() is probe_module(name).check
 
 
 def test_a_helper_that_does_not_parse_is_hashed_by_its_bytes(package: tuple[str, Path]) -> None:

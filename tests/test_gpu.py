@@ -7,13 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from probes import Outcome, ProbeContext, get_probe, run_probe, summarize
+from probes import ProbeContext, get_probe, run_probe, summarize
 from probes.demo_backend import NAMES as DEMO_PROBES
 from probes.demo_backend.checks import attention_metrics, attention_verdict, tolerance_for
-from probes.loader import load_backend
-from tracker.execution.executors import LocalExecutor
 from probes.demo_backend.scenario import make_scenario
+from probes.loader import load_backend
+from tracker.core.verdicts import Outcome
 from tracker.demo.bugs import SWA_PARTIAL_PAGE, TARGET_VERIFY_OVERWRITE, apply_edits, read_tree, write_tree
+from tracker.execution.executors import LocalExecutor
 
 pytestmark = pytest.mark.gpu
 
@@ -81,7 +82,10 @@ def _eager_target_verify(kernel: str):  # type: ignore[no-untyped-def]
 
 def test_nvidia_smi_tells_the_gpu_as_a_worker_reports_it(tmp_path: Path) -> None:
     """What a bisect that reads the store looks results up by, and what the worker that stored them reported."""
-    with LocalExecutor("cuda", log_dir=tmp_path, gpu_told_by_nvidia_smi=True) as told, LocalExecutor("cuda", log_dir=tmp_path) as asked:
+    with (
+        LocalExecutor("cuda", log_dir=tmp_path, gpu_told_by_nvidia_smi=True) as told,
+        LocalExecutor("cuda", log_dir=tmp_path) as asked,
+    ):
         predicted, reported = told.environment(), asked.environment()
     print(f"told {predicted}; reported {reported}")
     assert predicted.gpu_name is not None and predicted == reported

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 from gitrepo import GitRepo
 
-from probes import Case, Outcome, Probe, ProbeContext, run_case
+from probes import Case, Probe, ProbeContext, run_case
 from probes.loader import load_backend, load_package, purge, revision
+from tracker.core.verdicts import Outcome
 from tracker.demo.bugs import read_tree, write_tree
 from tracker.demo.history import backend_root
 
@@ -64,8 +65,23 @@ def test_regtrack_run_calls_such_a_revision_untestable(tmp_path: Path) -> None:
     env = {**os.environ, "REGTRACK_HOME": str(tmp_path / "home")}
     env.pop("REGTRACK_DB_URL", None)
     result = subprocess.run(
-        [sys.executable, "-m", "tracker.cli", "run", "--repo", str(repo.path), "--probe", "target_verify_metadata", "HEAD", "--json"],
-        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "tracker.cli",
+            "run",
+            "--repo",
+            str(repo.path),
+            "--probe",
+            "target_verify_metadata",
+            "HEAD",
+            "--json",
+        ],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     (row,) = json.loads(result.stdout)
     assert row["verdict"] == "skip", row
@@ -88,7 +104,10 @@ def installed_mylib(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_any_package_comes_from_its_import_roots_and_nowhere_else(tmp_path: Path, installed_mylib: Path) -> None:
-    root = package(tmp_path / "rev", {"src/mylib/__init__.py": "WHERE = 'revision'\nfrom mylib import core\n", "src/mylib/core.py": "N = 1\n"})
+    root = package(
+        tmp_path / "rev",
+        {"src/mylib/__init__.py": "WHERE = 'revision'\nfrom mylib import core\n", "src/mylib/core.py": "N = 1\n"},
+    )
     try:
         with revision([root / "src"]):
             mylib = load_package("mylib", [root / "src"])
@@ -111,7 +130,10 @@ def test_a_package_the_revision_lacks_is_not_found(tmp_path: Path, installed_myl
 def test_each_revision_reads_its_sibling_modules_fresh(tmp_path: Path) -> None:
     """A module a package imports from its import root by plain ``import`` belongs to the revision too."""
     for value in (1, 2):
-        root = package(tmp_path / f"rev{value}", {"lib/mylib/__init__.py": "import helper\n", "lib/helper.py": f"VALUE = {value}\n"})
+        root = package(
+            tmp_path / f"rev{value}",
+            {"lib/mylib/__init__.py": "import helper\n", "lib/helper.py": f"VALUE = {value}\n"},
+        )
         with revision([root / "lib"]):
             assert load_package("mylib", [root / "lib"]).helper.VALUE == value
         assert "helper" not in sys.modules
@@ -127,7 +149,9 @@ def test_forgetting_a_revision_at_the_project_root_keeps_the_projects_own_module
 
 def test_a_context_imports_from_its_roots_and_calls_an_import_failure_untestable(tmp_path: Path) -> None:
     root = package(tmp_path / "rev", {"py/mylib/__init__.py": "VALUE = (\n"})
-    probe = Probe("loader_test", 1, "imports mylib", (Case("only", {}),), lambda ctx, params: ctx.import_package("mylib"))
+    probe = Probe(
+        "loader_test", 1, "imports mylib", (Case("only", {}),), lambda ctx, params: ctx.import_package("mylib")
+    )
     result = run_case(probe, probe.cases[0], ProbeContext(root, import_roots=("py",)))
     assert (result.outcome, result.signature) == (Outcome.ERROR, "import error: SyntaxError")
     assert "mylib" not in sys.modules

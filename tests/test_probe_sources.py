@@ -34,7 +34,8 @@ CHECK_SH = """\
 "$PYTHON" -c "import mylib, sys; print('add(2, 2) =', mylib.add(2, 2)); sys.exit(mylib.add(2, 2) != 4)"
 """
 MODULE_PROBE = '''\
-from probes import Outcome, ProbeResult
+from probes import ProbeResult
+from tracker.core.verdicts import Outcome
 
 
 def verify(ctx, params):
@@ -65,7 +66,12 @@ class History:
 @pytest.fixture(scope="module")
 def history(tmp_path_factory: pytest.TempPathFactory) -> History:
     repo = GitRepo(tmp_path_factory.mktemp("mylib") / "work")
-    commits = [repo.commit("Add mylib", {"mylib/__init__.py": GOOD.format(doc='"""Sum."""'), "check.sh": CHECK_SH, "ci/probes.py": MODULE_PROBE})]
+    commits = [
+        repo.commit(
+            "Add mylib",
+            {"mylib/__init__.py": GOOD.format(doc='"""Sum."""'), "check.sh": CHECK_SH, "ci/probes.py": MODULE_PROBE},
+        )
+    ]
     untestable, culprit = [], ""
     for i in range(1, 13):
         doc = f'"""Sum, revision {i}."""'
@@ -111,7 +117,9 @@ def bisect(history: History, cwd: Path, *options: str) -> dict:
 
 
 @pytest.mark.parametrize("probe", ["check", "verify"])
-def test_a_command_probe_and_a_module_probe_bisect_the_planted_bug(history: History, tmp_path: Path, probe: str) -> None:
+def test_a_command_probe_and_a_module_probe_bisect_the_planted_bug(
+    history: History, tmp_path: Path, probe: str
+) -> None:
     where = config_dir(tmp_path, history, CONFIGURED)
     report = bisect(history, where, "--probe", probe)
     assert report["culprit"] == history.culprit
@@ -137,7 +145,19 @@ def test_a_commit_whose_check_exits_125_is_untestable(history: History, tmp_path
 def test_a_bisect_over_the_untestable_stretch_skips_it(history: History, tmp_path: Path) -> None:
     """The range's middle is untestable: the search steps around it."""
     good, bad = history.commits[1], history.commits[9]
-    result = regtrack("bisect", "--good", good, "--bad", bad, "--command", "sh check.sh", "--repo", str(history.repo), "--json", cwd=tmp_path)
+    result = regtrack(
+        "bisect",
+        "--good",
+        good,
+        "--bad",
+        bad,
+        "--command",
+        "sh check.sh",
+        "--repo",
+        str(history.repo),
+        "--json",
+        cwd=tmp_path,
+    )
     report = json.loads(result.stdout)
     assert report["culprit"] == history.culprit
     assert {step["sha"] for step in report["steps"] if step["verdict"] == "skip"} & set(history.untestable)
@@ -147,7 +167,9 @@ def git_bisect_run(history: History, work: Path, *command: str) -> str:
     clone = work / "git-bisect-clone"
     subprocess.run(["git", "clone", "--quiet", str(history.repo), str(clone)], check=True, env=git_env())
     env = {**git_env(), "PYTHON": sys.executable}
-    subprocess.run(["git", "bisect", "start", history.bad, history.good], cwd=clone, check=True, env=env, capture_output=True)
+    subprocess.run(
+        ["git", "bisect", "start", history.bad, history.good], cwd=clone, check=True, env=env, capture_output=True
+    )
     run = subprocess.run(["git", "bisect", "run", *command], cwd=clone, env=env, capture_output=True, text=True)
     found = re.search(r"^([0-9a-f]{40}) is the first bad commit", run.stdout, re.MULTILINE)
     assert found, run.stdout + run.stderr
@@ -171,8 +193,12 @@ def test_a_killed_command_bisect_resumes_to_the_same_culprit(history: History, t
     env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
     process = subprocess.Popen(
         [sys.executable, "-m", "tracker.cli", *args, "--good", history.good, "--bad", history.bad],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     ran, deadline = 0, time.monotonic() + 60
     while ran < 3 and time.monotonic() < deadline and process.poll() is None:
         line = process.stderr.readline() if process.stderr else ""
@@ -224,7 +250,8 @@ def test_editing_a_module_probe_runs_it_afresh(history: History, tmp_path: Path)
 
 
 HELPED_PROBE = '''\
-from probes import Outcome, ProbeResult
+from probes import ProbeResult
+from tracker.core.verdicts import Outcome
 
 
 def verify(ctx, params):
@@ -259,21 +286,36 @@ def test_editing_a_helper_an_importable_probe_imports_runs_it_afresh(
 
 
 def test_run_command_measures_the_revisions(history: History, tmp_path: Path) -> None:
-    result = regtrack("run", "--repo", str(history.repo), "--command", "sh check.sh", history.good, history.bad, "--json", cwd=tmp_path)
+    result = regtrack(
+        "run",
+        "--repo",
+        str(history.repo),
+        "--command",
+        "sh check.sh",
+        history.good,
+        history.bad,
+        "--json",
+        cwd=tmp_path,
+    )
     assert result.exit_code == 1, result.output
     assert [row["verdict"] for row in json.loads(result.stdout)] == ["good", "bad"]
 
 
 def test_a_command_probes_metrics_file_and_output_reach_the_store(history: History, tmp_path: Path) -> None:
-    command = """sh -c 'echo "{\\"metrics\\": {\\"total\\": 5}, \\"signature\\": \\"off by one\\"}" > "$REGTRACK_METRICS"; echo checked; exit 1'"""
+    command = (
+        """sh -c 'echo "{\\"metrics\\": {\\"total\\": 5}, \\"signature\\": \\"off by one\\"}" """
+        """> "$REGTRACK_METRICS"; echo checked; exit 1'"""
+    )
     row = run_json(tmp_path, "--repo", str(history.repo), "--command", command, "HEAD")
     assert (row["verdict"], row["metrics"], row["signature"]) == ("bad", {"total": 5.0}, "off by one")
-    broken = command.replace("\\\"metrics\\\"", "\\\"metric\\\"")
+    broken = command.replace('\\"metrics\\"', '\\"metric\\"')
     assert run_json(tmp_path, "--repo", str(history.repo), "--command", broken, "HEAD")["signature"] == "exit 1"
     with Store.open() as store:
         details = {run.signature: run.detail for run in store.runs()}
     assert details["off by one"] == "checked"
-    assert details["exit 1"].startswith("REGTRACK_METRICS file ignored: unknown key 'metric'") and details["exit 1"].endswith("checked")
+    assert details["exit 1"].startswith("REGTRACK_METRICS file ignored: unknown key 'metric'") and details[
+        "exit 1"
+    ].endswith("checked")
 
 
 @pytest.mark.parametrize(
@@ -286,26 +328,32 @@ def test_a_command_probes_metrics_file_and_output_reach_the_store(history: Histo
         ("sleep 30", "bad", "timeout", "timed out after 1s"),
     ],
 )
-def test_exit_codes_of_a_command_through_the_worker(history: History, tmp_path: Path, command: str, verdict: str, outcome: str, signature: str | None) -> None:
+def test_exit_codes_of_a_command_through_the_worker(
+    history: History, tmp_path: Path, command: str, verdict: str, outcome: str, signature: str | None
+) -> None:
     started = time.monotonic()
-    result = regtrack("run", "--repo", str(history.repo), "--command", command, "--timeout", "1", "HEAD", "--json", cwd=tmp_path)
+    result = regtrack(
+        "run", "--repo", str(history.repo), "--command", command, "--timeout", "1", "HEAD", "--json", cwd=tmp_path
+    )
     assert time.monotonic() - started < 20
     [row] = json.loads(result.stdout)
     assert (row["verdict"], row["cases"], row["signature"]) == (verdict, {"command": outcome}, signature)
     assert result.exit_code == {"good": 0, "bad": 1, "skip": 3}[verdict]
 
 
-ENTRY_POINT_PROBE = '''\
-from probes import Case, Outcome, Probe, ProbeResult
+ENTRY_POINT_PROBE = """\
+from probes import Case, Probe, ProbeResult
+from tracker.core.verdicts import Outcome
 
 
 def check(ctx, params):
     total = ctx.import_package("mylib").add(2, 2)
-    return ProbeResult.passed() if total == 4 else ProbeResult(Outcome.FAIL, signature=f"installed probe: add(2, 2) == {total}")
+    return ProbeResult.passed() if total == 4 else ProbeResult(Outcome.FAIL, \
+signature=f"installed probe: add(2, 2) == {total}")
 
 
 ADD = Probe("mylib_add", 1, "add(2, 2) is 4", (Case("two-plus-two", {}),), check)
-'''
+"""
 
 
 def installed_distribution(where: Path) -> Path:
@@ -319,7 +367,9 @@ def installed_distribution(where: Path) -> Path:
     return where
 
 
-def test_a_probe_installed_through_an_entry_point_is_found_by_name_in_the_parent_and_the_worker(history: History, tmp_path: Path) -> None:
+def test_a_probe_installed_through_an_entry_point_is_found_by_name_in_the_parent_and_the_worker(
+    history: History, tmp_path: Path
+) -> None:
     site = installed_distribution(tmp_path / "site")
     where = config_dir(tmp_path, history, 'probes = ["mylib_add"]\n')
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(PROJECT_ROOT)])}
@@ -329,25 +379,41 @@ def test_a_probe_installed_through_an_entry_point_is_found_by_name_in_the_parent
     report = json.loads(result.stdout)
     assert (report["probe"], report["culprit"]) == ("mylib_add", history.culprit)
     assert report["culprit_result"]["signature"] == "installed probe: add(2, 2) == 5"
-    unknown = subprocess.run(command, cwd=config_dir(tmp_path, history, 'probes = ["mylib_sub"]\n'), env=env, capture_output=True, text=True)
+    unknown = subprocess.run(
+        command, cwd=config_dir(tmp_path, history, 'probes = ["mylib_sub"]\n'), env=env, capture_output=True, text=True
+    )
     assert unknown.returncode == 2
     assert "names unknown probe 'mylib_sub'; known probes: target_verify_metadata" in unknown.stderr
     assert "mylib_add" in unknown.stderr.strip().splitlines()[-1]
 
 
-def test_a_worker_refuses_a_probe_whose_code_changed_since_the_parent_hashed_it(history: History, tmp_path: Path) -> None:
+def test_a_worker_refuses_a_probe_whose_code_changed_since_the_parent_hashed_it(
+    history: History, tmp_path: Path
+) -> None:
     spec = command_spec("check", ["sh", "check.sh"], history.repo, inputs=("check.sh",))
     stale = resolve(spec).code_hash
     (tmp_path / "check.sh").write_text("exit 0\n")
     with WorkerClient(tmp_path / "worker.log") as worker:
-        job = Job("check", "command", str(history.repo), "cpu", "float32", 0, source=spec.to_json(), code_hash=stale, timeout_s=30)
+        job = Job(
+            "check",
+            "command",
+            str(history.repo),
+            "cpu",
+            "float32",
+            0,
+            source=spec.to_json(),
+            code_hash=stale,
+            timeout_s=30,
+        )
         assert worker.run(job, 60).signature == "exit 1"  # the work tree is at the buggy head
         edited = command_spec("check", ["sh", "check.sh"], tmp_path, inputs=("check.sh",))
         with pytest.raises(UsageError, match="probe 'check' changed while this command ran"):
             worker.run(replace(job, source=edited.to_json()), 60)
 
 
-def test_a_command_sees_the_users_environment_not_the_workers(history: History, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_command_sees_the_users_environment_not_the_workers(
+    history: History, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """No bytecode prefix (every command would recompile what it imports), no safe-path flag,
     the user's PYTHONPATH without regtrack's own checkout."""
     monkeypatch.setenv("PYTHONPATH", "/the/users/path")

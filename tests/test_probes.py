@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from probes import Outcome, ProbeContext, all_probes, get_probe, run_probe, summarize
+from probes import ProbeContext, all_probes, get_probe, run_probe, summarize
 from probes.loader import load_backend
+from tracker.core.verdicts import Outcome
 from tracker.demo.bugs import BROKEN_IMPORT, BUGS, DECODE_STALE_PAGE, Bug, Edit, apply_edits, read_tree, write_tree
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -47,6 +52,7 @@ def test_overwrite_signature_names_the_fields_and_the_offset(tmp_path: Path) -> 
     assert "cache_seqlens off by -2" in (results["N3-T5-bs4-p16"].signature or "")
 
 
+@pytest.mark.slow
 def test_flaky_bug_fails_some_executions_and_not_others(tmp_path: Path) -> None:
     root = planted(tmp_path, [DECODE_STALE_PAGE.edit])
     outcomes = [verdict(DECODE_STALE_PAGE.probe, root, seed) for seed in range(30)]
@@ -76,6 +82,33 @@ def test_cuda_cases_skip_on_a_cpu_context() -> None:
     results = run_probe(get_probe("target_verify_attention"), ProbeContext(root=PROJECT_ROOT))
     skipped = {r.case.id for r in results if r.result.outcome is Outcome.SKIP}
     assert skipped == {c.id for c in get_probe("target_verify_attention").cases if c.cuda_only}
+
+
+BUILT_IN = [*PROBE_NAMES, *(f"sglang_{name}" for name in PROBE_NAMES)]
+LOOK_UP = f"""
+import json, sys
+from probes.registry import get_probe
+probes = [get_probe(name) for name in {BUILT_IN!r}]
+hashes = [probe.code_hash for probe in probes]
+checks = [probe.check for probe in probes]
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "backend") or ".judges" in m)
+print(json.dumps({{"checks": checks, "requires": [list(p.requires) for p in probes], "loaded": loaded}}))
+"""
+
+
+def test_every_built_in_probe_names_its_check_which_looking_it_up_does_not_import() -> None:
+    """One convention: a light declaration that names its check by place; the check, and torch,
+    the demo backend or SGLang's code with it, load only where a case runs."""
+    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", LOOK_UP], capture_output=True, text=True, check=True, env=env, timeout=120
+    )
+    found = json.loads(done.stdout)
+    assert found["loaded"] == []
+    assert found["requires"] == [["torch"]] * len(BUILT_IN)
+    for name, check in zip(BUILT_IN, found["checks"]):
+        subject = "sglang" if name.startswith("sglang_") else "demo_backend"
+        assert check == f"probes.{subject}.judges.{name.removeprefix('sglang_')}:check"
 
 
 def test_unknown_probe_and_case_are_named_with_the_known_ones() -> None:

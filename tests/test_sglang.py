@@ -47,13 +47,17 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture(scope="module")
 def story(tmp_path_factory: pytest.TempPathFactory) -> ShapedManifest:
-    return build_sglang_shaped_history(tmp_path_factory.mktemp("sglang") / "sglang", era="C1", bad_commits=2, reverted_commits=2)
+    return build_sglang_shaped_history(
+        tmp_path_factory.mktemp("sglang") / "sglang", era="C1", bad_commits=2, reverted_commits=2
+    )
 
 
 def executed_attempts(home: Path) -> dict[tuple[str, int], tuple[tuple[int, ...], int]]:
     """Each executed (not copied) attempt's input sets, one per case, and its seed."""
     with sqlite3.connect(home / "data" / "regtrack.db") as db:
-        rows = db.execute("SELECT tree_hash, attempt, case_id, input_set_id, seed FROM runs WHERE reused_from_id IS NULL").fetchall()
+        rows = db.execute(
+            "SELECT tree_hash, attempt, case_id, input_set_id, seed FROM runs WHERE reused_from_id IS NULL"
+        ).fetchall()
     cases: dict[tuple[str, int], dict[str, int]] = {}
     seeds: dict[tuple[str, int], int] = {}
     for tree, attempt, case_id, input_set, seed in rows:
@@ -62,15 +66,22 @@ def executed_attempts(home: Path) -> dict[tuple[str, int], tuple[tuple[int, ...]
     return {key: (tuple(by_case[c] for c in sorted(by_case)), seeds[key]) for key, by_case in cases.items()}
 
 
-def test_a_scan_finds_the_story_with_its_revert_and_re_land_paired(story: ShapedManifest, tmp_path: Path, home: Path) -> None:
+def test_a_scan_finds_the_story_with_its_revert_and_re_land_paired(
+    story: ShapedManifest, tmp_path: Path, home: Path
+) -> None:
     where = configured(story, tmp_path / "config")
-    result = regtrack("scan", f"{story.commits[0]}..{story.head}", "--probe", PROBE, "--max-samples", "64", "--json", cwd=where)
+    result = regtrack(
+        "scan", f"{story.commits[0]}..{story.head}", "--probe", PROBE, "--max-samples", "64", "--json", cwd=where
+    )
     assert result.exit_code in (0, 1), result.output
     report = json.loads(result.stdout)
     found = [(t["sha"], t["kind"], t["pairs_with"], t["pair_kind"]) for t in report["transitions"]]
     assert [(sha, kind) for sha, kind, _, _ in found] == [
-        (story.introduced, "regression"), (story.fixed, "fix"), (story.reverted, "regression"), (story.relanded, "fix"),
-    ]  # fmt: skip
+        (story.introduced, "regression"),
+        (story.fixed, "fix"),
+        (story.reverted, "regression"),
+        (story.relanded, "fix"),
+    ]
     pairs = {(sha, pair_kind, pairs_with) for sha, _, pairs_with, pair_kind in found if pair_kind}
     assert (story.reverted, "reverts", story.fixed) in pairs and (story.relanded, "relands", story.fixed) in pairs
     assert {s["first"] for s in report["stretches"]} == {story.role("stub_reached")}
@@ -85,7 +96,9 @@ def test_a_scan_finds_the_story_with_its_revert_and_re_land_paired(story: Shaped
     assert {seed for _, seed in executed.values()} == {0}
 
 
-def test_input_tracked_reuse_runs_nothing_for_unread_files_and_runs_for_a_read_one(story: ShapedManifest, tmp_path: Path) -> None:
+def test_input_tracked_reuse_runs_nothing_for_unread_files_and_runs_for_a_read_one(
+    story: ShapedManifest, tmp_path: Path
+) -> None:
     where = configured(story, tmp_path / "config")
     docs_only, touched = story.role("docs_only"), story.role("read_file_touched")
     [before_docs] = run_rows(where, f"{docs_only}~1")
@@ -114,7 +127,9 @@ def test_every_era_is_judged_by_its_behaviour_and_an_unsupported_one_is_no_regre
     assert {sha: rows[sha]["verdict"] for sha in picked} == {sha: VERDICT[crossing.expected[sha]] for sha in picked}
     unsupported = crossing.with_expectation("unsupported")
     assert unsupported and all("unsupported" in (rows[sha]["signature"] or "") for sha in picked if sha in unsupported)
-    result = regtrack("scan", f"{crossing.commits[0]}..{crossing.first_of_era('B')}", "--probe", PROBE, "--json", cwd=where)
+    result = regtrack(
+        "scan", f"{crossing.commits[0]}..{crossing.first_of_era('B')}", "--probe", PROBE, "--json", cwd=where
+    )
     assert result.exit_code in (0, 1), result.output
     assert [t["kind"] for t in json.loads(result.stdout)["transitions"]] == []  # unsupported -> good is not a fix
 

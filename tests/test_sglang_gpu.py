@@ -19,9 +19,10 @@ import pytest
 from cli_in import regtrack
 from sglang_shaped import ShapedManifest, build_sglang_shaped_history
 
-from probes import Outcome, ProbeContext, run_probe
+from probes import ProbeContext, run_probe
 from probes.sglang import target_verify_attention
 from probes.sglang.kernel_check import check_kernels
+from tracker.core.verdicts import Outcome
 from tracker.targets.templates import template
 from tracker.workspace import Workspace
 
@@ -44,26 +45,40 @@ def cuda(root: Path) -> ProbeContext:
 
 @pytest.fixture(scope="module")
 def story(tmp_path_factory: pytest.TempPathFactory) -> ShapedManifest:
-    return build_sglang_shaped_history(tmp_path_factory.mktemp("sglang") / "sglang", era="D2", bad_commits=1, reverted_commits=1)
+    return build_sglang_shaped_history(
+        tmp_path_factory.mktemp("sglang") / "sglang", era="D2", bad_commits=1, reverted_commits=1
+    )
 
 
-def test_xqa_with_the_replayed_metadata_passes_when_fixed_and_fails_when_buggy(story: ShapedManifest, tmp_path: Path) -> None:
+def test_xqa_with_the_replayed_metadata_passes_when_fixed_and_fails_when_buggy(
+    story: ShapedManifest, tmp_path: Path
+) -> None:
     figures = {}
     for role, sha in [("fixed", story.fixed), ("introduced", story.introduced)]:
         [result] = run_probe(target_verify_attention.PROBE, cuda(materialised(story, sha, tmp_path / role)))
         figures[role] = result.result
-        print(f"{role}: {result.result.outcome.value} rel_err={result.result.metrics.get('rel_err')} {result.result.detail}")
+        print(
+            f"{role}: {result.result.outcome.value} "
+            f"rel_err={result.result.metrics.get('rel_err')} {result.result.detail}"
+        )
     assert figures["fixed"].outcome is Outcome.PASS, figures["fixed"]
     assert figures["introduced"].outcome is Outcome.FAIL and figures["introduced"].metrics["rel_err"] > 0.1
 
 
-def test_the_cpu_kernels_match_the_revisions_triton_kernels_and_a_changed_one_does_not(story: ShapedManifest, tmp_path: Path) -> None:
+def test_the_cpu_kernels_match_the_revisions_triton_kernels_and_a_changed_one_does_not(
+    story: ShapedManifest, tmp_path: Path
+) -> None:
     root = materialised(story, story.head, tmp_path / "head")
     comparisons = check_kernels(cuda(root))
-    assert {c.kernel.rpartition(".")[2] for c in comparisons} == {"build_trtllm_mha_page_table", "update_trtllm_mha_graph_metadata"}
+    assert {c.kernel.rpartition(".")[2] for c in comparisons} == {
+        "build_trtllm_mha_page_table",
+        "update_trtllm_mha_graph_metadata",
+    }
     assert [c for c in comparisons if c.mismatched] == []
     [kernel_file] = [p for p in root.rglob("*.py") if PAGE_WRITE in p.read_text()]
-    kernel_file.write_text(kernel_file.read_text().replace(PAGE_WRITE, PAGE_WRITE.replace("// PAGE_SIZE)", "// PAGE_SIZE + 1)")))
+    kernel_file.write_text(
+        kernel_file.read_text().replace(PAGE_WRITE, PAGE_WRITE.replace("// PAGE_SIZE)", "// PAGE_SIZE + 1)"))
+    )
     changed = check_kernels(cuda(root))
     assert any("page_table" in c.mismatched for c in changed if c.kernel.endswith("build_trtllm_mha_page_table"))
 
@@ -85,16 +100,24 @@ def config_dir(story: ShapedManifest, tmp_path: Path, monkeypatch: pytest.Monkey
 GPU_PROBE = ("--probe", "sglang_target_verify_attention", "--device", "cuda", "--dtype", "bfloat16")
 
 
-def test_a_bisect_with_the_gpu_probe_names_the_culprit_and_asked_again_runs_nothing(story: ShapedManifest, config_dir: Path) -> None:
+def test_a_bisect_with_the_gpu_probe_names_the_culprit_and_asked_again_runs_nothing(
+    story: ShapedManifest, config_dir: Path
+) -> None:
     answers = []
     for _ in range(2):
-        result = regtrack("bisect", *GPU_PROBE, "--good", story.commits[0], "--bad", story.introduced, "--json", cwd=config_dir)
+        result = regtrack(
+            "bisect", *GPU_PROBE, "--good", story.commits[0], "--bad", story.introduced, "--json", cwd=config_dir
+        )
         assert result.exit_code == 1, result.output
         answers.append(json.loads(result.stdout))
     first, again = answers
     print(f"bisect: {first['executions']} executions, culprit {first['culprit'][:10]}; again: {again['executions']}")
     assert story.expected[story.commits[0]] == "good" and first["culprit"] == story.introduced
-    assert first["executions"] > 0 and (again["culprit"], again["executions"], again["session"]) == (story.introduced, 0, None)
+    assert first["executions"] > 0 and (again["culprit"], again["executions"], again["session"]) == (
+        story.introduced,
+        0,
+        None,
+    )
 
 
 def worker_starts(home: Path) -> int:
@@ -106,15 +129,19 @@ def test_run_and_scan_asked_again_start_no_worker(story: ShapedManifest, config_
     """nvidia-smi tells the GPU: with every result stored, no worker imports torch to describe it."""
     home = tmp_path / "home"
     span = f"{story.commits[0]}..{story.introduced}"
-    for command, answer in [(("run", story.commits[0], story.introduced), lambda out: [(r["sha"], r["verdict"]) for r in out]),
-                            (("scan", span), lambda out: out["transitions"])]:  # fmt: skip
+    for command, answer in [
+        (("run", story.commits[0], story.introduced), lambda out: [(r["sha"], r["verdict"]) for r in out]),
+        (("scan", span), lambda out: out["transitions"]),
+    ]:
         began = time.perf_counter()
         first = regtrack(*command, *GPU_PROBE, "--json", cwd=config_dir)
         assert first.exit_code == 1, first.output
         started, asked = worker_starts(home), time.perf_counter()
         again = regtrack(*command, *GPU_PROBE, "--json", cwd=config_dir)
-        print(f"{command[0]}: {asked - began:.2f} s first ({started} worker starts so far); asked again "
-              f"{time.perf_counter() - asked:.2f} s, {worker_starts(home) - started} worker starts")
+        print(
+            f"{command[0]}: {asked - began:.2f} s first ({started} worker starts so far); asked again "
+            f"{time.perf_counter() - asked:.2f} s, {worker_starts(home) - started} worker starts"
+        )
         assert started > 0 and worker_starts(home) == started
         assert answer(json.loads(again.stdout)) == answer(json.loads(first.stdout)) and again.exit_code == 1
 

@@ -11,7 +11,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from probes import Case, Outcome, Probe, ProbeContext, ProbeResult, register
+from probes import Case, Probe, ProbeContext, ProbeResult, register
+from tracker.core.verdicts import Outcome
 
 SPAM_LINES = 20000
 
@@ -65,5 +66,9 @@ def kill_host(ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
     return ProbeResult(Outcome.FAIL, {}, signature="the worker's host outlived it")
 
 
-register(Probe("worker_test_where", 1, "names its GPUs", (Case("quick", {"sleep": 0.0}), Case("slow", {"sleep": 3.0})), where))
+register(
+    Probe(
+        "worker_test_where", 1, "names its GPUs", (Case("quick", {"sleep": 0.0}), Case("slow", {"sleep": 3.0})), where
+    )
+)
 register(Probe("worker_test_kill_host", 1, "kills its Ray actor", (Case("once", {}),), kill_host))

@@ -1,8 +1,7 @@
-"""The built-in probes. :func:`load` imports their modules, and importing a module registers its
-probe; ``NAMES`` lists them without importing anything, so checking a configuration's probe names
-does not pay for torch. A probe module imports its torch-using helpers (``checks``, ``scenario``)
-inside ``check``: a command that finds every result stored learns each probe's name, version,
-code and cases without loading torch."""
+"""The built-in probes, of the demo backend. :func:`load` imports their declarations, and importing
+one registers its probe; ``NAMES`` lists them without importing anything. A declaration holds the
+cases and names its check (``judges``), so looking a probe up never loads torch; the worker imports
+the check when it runs a case."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from probes.api import Outcome
+from tracker.core.verdicts import Outcome
 
 
 def field_difference(name: str, got: int | torch.Tensor, want: int | torch.Tensor) -> str | None:
@@ -81,7 +81,9 @@ def attention_signature(metrics: dict[str, float], tolerance: Tolerance) -> str 
     return "attention output off reference"
 
 
-def metadata_differences(metadata: object, *, q_len: int, kv_lens: list[int], page_rows: list[torch.Tensor]) -> list[str]:
+def metadata_differences(
+    metadata: object, *, q_len: int, kv_lens: list[int], page_rows: list[torch.Tensor]
+) -> list[str]:
     """How target-verify/decode metadata differs from its closed form.
 
     ``kv_lens`` are the true KV lengths (draft tokens included); ``page_rows[b]`` the page ids
@@ -121,7 +123,9 @@ def page_table_difference(name: str, table: torch.Tensor, expected_rows: list[to
     return None
 
 
-def swa_table_difference(label: str, swa_page_table: torch.Tensor, firsts: list[int], rows: list[torch.Tensor]) -> str | None:
+def swa_table_difference(
+    label: str, swa_page_table: torch.Tensor, firsts: list[int], rows: list[torch.Tensor]
+) -> str | None:
     table = swa_page_table.cpu().long()
     shifted = torch.zeros(table.shape, dtype=torch.long)
     for b, first in enumerate(firsts):

@@ -38,7 +38,10 @@ def reference_attention(
         v = v.repeat_interleave(group, dim=1)
         qb = q[b * q_len : (b + 1) * q_len].to(compute_dtype)
         scores = torch.einsum("qhd,khd->hqk", qb, k) / math.sqrt(head_dim)
-        allowed = torch.arange(kv_len, device=q.device)[None, :] <= torch.arange(kv_len - q_len, kv_len, device=q.device)[:, None]
+        allowed = (
+            torch.arange(kv_len, device=q.device)[None, :]
+            <= torch.arange(kv_len - q_len, kv_len, device=q.device)[:, None]
+        )
         scores = scores.masked_fill(~allowed[None], float("-inf"))
         outputs.append(torch.einsum("hqk,khd->qhd", scores.softmax(-1), v))
     return torch.cat(outputs)

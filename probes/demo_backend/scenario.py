@@ -58,7 +58,9 @@ class Scenario:
     def forward_batch(self, mode: Any, req_pool_indices: torch.Tensor, seq_lens: list[int], tokens_per_req: int) -> Any:
         return self.bk.ForwardBatch(mode, req_pool_indices, torch.tensor(seq_lens, dtype=torch.int32), tokens_per_req)
 
-    def reference(self, req_pool_indices: torch.Tensor, kv_lens: list[int], q: torch.Tensor, q_len: int) -> torch.Tensor:
+    def reference(
+        self, req_pool_indices: torch.Tensor, kv_lens: list[int], q: torch.Tensor, q_len: int
+    ) -> torch.Tensor:
         return reference_attention(
             self.pool.req_to_token,
             self.pool.k_cache,
@@ -108,7 +110,9 @@ def expected_page_rows(pool: Any, req_pool_indices: torch.Tensor, kv_lens: list[
     return rows
 
 
-def window_page_rows(pool: Any, req_pool_indices: torch.Tensor, kv_lens: list[int], window: int) -> tuple[list[int], list[torch.Tensor]]:
+def window_page_rows(
+    pool: Any, req_pool_indices: torch.Tensor, kv_lens: list[int], window: int
+) -> tuple[list[int], list[torch.Tensor]]:
     """First window page and the expected SWA page ids from it to the last page, per request."""
     full_rows = expected_page_rows(pool, req_pool_indices, kv_lens)
     firsts = [max(0, kv_len - window) // pool.page_size for kv_len in kv_lens]

@@ -1,19 +1,10 @@
-"""The sliding-window page table: each request's window pages, translated to the SWA pool.
-
-For request b with KV length L, the pages holding tokens max(0, L - window) .. L - 1 must map,
-through ``full_to_swa_page``, from the full page table. Checked on the eager path and after each
-draft-extend graph replay (T extend tokens per request, already counted in ``seq_lens``).
-"""
+"""The sliding-window page table vs its closed form, eagerly and after draft-extend graph replays;
+the check is ``probes.demo_backend.judges.swa_page_table``."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
-from probes.api import Case, Outcome, Probe, ProbeContext, ProbeResult
+from probes.api import Case, Probe
 from probes.registry import register
-
-REPLAYS = [[37, 100, 5, 71], [200, 18, 129, 50], [9, 260, 33, 94]]
-EXTEND_TOKENS = 2
 
 CASES = (
     Case("p1-w32", dict(page=1, window=32, bs=4)),
@@ -21,38 +12,13 @@ CASES = (
     Case("p64-w128", dict(page=64, window=128, bs=3)),
 )
 
-
-def check(ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
-    from probes.demo_backend.checks import swa_table_difference
-    from probes.demo_backend.scenario import make_scenario, window_page_rows
-    bk = ctx.import_package("backend")
-    bs, window = params["bs"], params["window"]
-    scn = make_scenario(bk, ctx, page_size=params["page"], sliding_window=window)
-    mode, T = bk.ForwardMode.DRAFT_EXTEND, EXTEND_TOKENS
-    runner = bk.GraphRunner(scn.backend, mode, [bs], T)
-    runner.capture()
-    problems: list[str | None] = []
-    for seq_lens in (lens[:bs] for lens in REPLAYS):
-        req = scn.admit(seq_lens)
-        firsts, rows = window_page_rows(scn.pool, req, seq_lens, window)
-        runner.replay(req, scn.forward_batch(mode, req, seq_lens, T).seq_lens, scn.random_q(bs * T))
-        problems.append(swa_table_difference("graph", scn.backend.forward_metadata.swa_page_table, firsts, rows))
-        scn.backend.init_forward_metadata(scn.forward_batch(mode, req, seq_lens, T))
-        problems.append(swa_table_difference("eager", scn.backend.forward_metadata.swa_page_table, firsts, rows))
-        scn.retire(req)
-    found = [p for p in dict.fromkeys(problems) if p is not None]
-    metrics = {"checks": float(len(problems)), "failed_checks": float(sum(p is not None for p in problems))}
-    if not found:
-        return ProbeResult(Outcome.PASS, metrics)
-    return ProbeResult(Outcome.FAIL, metrics, signature=", ".join(found))
-
-
 PROBE = register(
     Probe(
         name="swa_page_table",
         version=1,
         description="sliding-window page table vs its closed form, eager and after graph replays",
         cases=CASES,
-        check=check,
+        check="probes.demo_backend.judges.swa_page_table:check",
+        requires=("torch",),
     )
 )

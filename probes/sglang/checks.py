@@ -61,7 +61,9 @@ def kv_offset(got: MetadataView, seq_lens: list[int]) -> int | None:
     return int(delta[0]) if bool((delta == delta[0]).all()) else None
 
 
-def window_differences(label: str, table: torch.Tensor | None, firsts: list[int], rows: list[torch.Tensor]) -> list[str]:
+def window_differences(
+    label: str, table: torch.Tensor | None, firsts: list[int], rows: list[torch.Tensor]
+) -> list[str]:
     """Sliding-window page table: row b, from its first window page on, against ``rows[b]``."""
     if table is None:
         return [f"{label} swa_page_table missing"]

@@ -2,14 +2,12 @@
 
 A decode graph is captured once and replayed for new requests whose lengths open new pages, with
 full and padded batches; the ``host-lag`` case serves batches whose host copy of ``seq_lens``
-trails the device one (overlap scheduling). The judge is ``probes.sglang.judges``'s.
+trails the device one (overlap scheduling). The check is ``probes.sglang.judges``'s.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
-from probes.api import Case, Probe, ProbeContext, ProbeResult
+from probes.api import Case, Probe
 from probes.registry import register
 
 CASES = (
@@ -18,19 +16,17 @@ CASES = (
 )
 
 
-def check(ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
-    from probes.sglang.judges.decode_graph_replay import check as judged
-
-    return judged(ctx, params)
-
-
 PROBE = register(
     Probe(
         name="sglang_decode_graph_replay",
         version=1,
-        description="SGLang trtllm_mha decode graph replays (padded batches, lagging host seq_lens) vs the closed form and the eager path",
+        description=(
+            "SGLang trtllm_mha decode graph replays (padded batches, lagging host seq_lens)"
+            " vs the closed form and the eager path"
+        ),
         cases=CASES,
-        check=check,
+        check="probes.sglang.judges.decode_graph_replay:check",
+        requires=("torch",),
         deterministic=True,
     )
 )

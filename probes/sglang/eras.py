@@ -6,7 +6,7 @@ module calls, and what its metadata record holds.
 | era | feature |
 |---|---|
 | A  | separate ``init_forward_metadata_capture_cuda_graph`` / ``..._replay_cuda_graph`` |
-| B  | the same entry points, and capture builds the buffers (``_build_cuda_graph_metadata``) then runs the replay body |
+| B  | the same entry points; capture builds the buffers (``_build_cuda_graph_metadata``) then runs the replay body |
 | C1 | ``init_forward_metadata_out_graph(forward_batch, in_capture)``, torch page-table copies |
 | C2 | C, page table built by a device kernel (``build_trtllm_mha_page_table``) |
 | C3 | C2, and the metadata record has no ``max_seq_len_k`` |
@@ -110,7 +110,9 @@ def has_sliding_window_page_table(module: ModuleType) -> bool:
     return "swa_page_table" in _metadata_fields(module)
 
 
-def supports_decoupled_q_len(eager_q_len: int | None, eager_kv_offset: int | None, tokens_per_req: int, draft_tokens: int) -> bool:
+def supports_decoupled_q_len(
+    eager_q_len: int | None, eager_kv_offset: int | None, tokens_per_req: int, draft_tokens: int
+) -> bool:
     """False where the eager path itself gives every request N query tokens (and KV ``seq + N``)
     for a batch of T != N tokens per request: the revision predates T != N (era A1)."""
     if tokens_per_req == draft_tokens:

@@ -57,7 +57,7 @@ class Pool:
     def page_rows(self, req_pool_indices: torch.Tensor, kv_lens: list[int]) -> list[torch.Tensor]:
         """Closed form: the page id of every page each request's ``kv_len`` tokens occupy."""
         rows = self.req_to_token[req_pool_indices.long()]
-        return [(row[:kv_len:self.page_size].long() // self.page_size) for row, kv_len in zip(rows, kv_lens)]
+        return [(row[: kv_len : self.page_size].long() // self.page_size) for row, kv_len in zip(rows, kv_lens)]
 
     def slots(self, req_pool_indices: torch.Tensor, starts: list[int], count: int) -> torch.Tensor:
         """The KV slots of positions ``start .. start + count - 1`` of each request (int64)."""
@@ -226,7 +226,9 @@ def eager_batch(batch: Batch, forward_mode: Any, spec_info: Any, backend: Any) -
     )
 
 
-def crossing_prefixes(page_size: int, low: int, high: int, count: int, generator: torch.Generator, limit: int = 600) -> list[int]:
+def crossing_prefixes(
+    page_size: int, low: int, high: int, count: int, generator: torch.Generator, limit: int = 600
+) -> list[int]:
     """Distinct prefixes s with ``s + low`` ending a page exactly, so ``s + high`` (high > low)
     needs one page more: a routine that takes the wrong one of the two lengths copies a wrong
     number of pages."""

@@ -53,7 +53,9 @@ class GraphRecording(TorchDispatchMode):
         super().__init__()
         self.ops: list[_Op] = []
 
-    def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         self.ops.append(_Op(func, args, kwargs, out))
@@ -80,7 +82,9 @@ class GraphRecording(TorchDispatchMode):
                 memo[id(old)] = new
                 continue
             if old.shape != new.shape:
-                raise GraphReplayError(f"{op.func} gave shape {tuple(new.shape)} on replay, {tuple(old.shape)} at capture")
+                raise GraphReplayError(
+                    f"{op.func} gave shape {tuple(new.shape)} on replay, {tuple(old.shape)} at capture"
+                )
             old.copy_(new)
             memo[id(old)] = old
 
@@ -119,7 +123,11 @@ def _int(value: Any) -> int | None:
 def read_metadata(metadata: Any) -> MetadataView:
     """What ``metadata`` holds now (an eager call's metadata, or the live replay state)."""
     tensors = {view: _copy(getattr(metadata, name, None)) for view, name in TENSOR_FIELDS.items()}
-    return MetadataView(_int(getattr(metadata, "max_seq_len_q", None)), **tensors, max_seq_len_k=_int(getattr(metadata, "max_seq_len_k", None)))
+    return MetadataView(
+        _int(getattr(metadata, "max_seq_len_q", None)),
+        **tensors,
+        max_seq_len_k=_int(getattr(metadata, "max_seq_len_k", None)),
+    )
 
 
 @dataclass
@@ -130,8 +138,11 @@ class Baked:
     buffers: dict[str, torch.Tensor | None]
 
     @classmethod
-    def capture(cls, metadata: Any) -> "Baked":
-        return cls(_int(getattr(metadata, "max_seq_len_q", None)), {v: getattr(metadata, n, None) for v, n in TENSOR_FIELDS.items()})
+    def capture(cls, metadata: Any) -> Baked:
+        return cls(
+            _int(getattr(metadata, "max_seq_len_q", None)),
+            {v: getattr(metadata, n, None) for v, n in TENSOR_FIELDS.items()},
+        )
 
     def read(self, live: Any) -> MetadataView:
         """What the graph's attention reads after a replay; ``max_seq_len_k`` (no kernel argument,
@@ -196,13 +207,17 @@ class StaticBatch:
 def call_with(function: Callable[..., Any], **available: Any) -> Any:
     """Call ``function`` with the keyword arguments its signature names."""
     parameters = inspect.signature(function).parameters
-    missing = [n for n, p in parameters.items() if p.default is p.empty and p.kind is p.POSITIONAL_OR_KEYWORD and n not in available]
+    missing = [
+        n
+        for n, p in parameters.items()
+        if p.default is p.empty and p.kind is p.POSITIONAL_OR_KEYWORD and n not in available
+    ]
     if missing:
         raise TypeError(f"{function.__qualname__} wants {', '.join(missing)}, which the graph runner does not pass")
     return function(**{name: value for name, value in available.items() if name in parameters})
 
 
-class GraphRunner:
+class CapturedGraph:
     """One captured graph of batch size ``bs`` over a revision's backend."""
 
     def __init__(self, backend: Any, api: str, static: StaticBatch) -> None:
@@ -217,10 +232,15 @@ class GraphRunner:
         view, b = self.static.view(), self.backend
         if self.api == CAPTURE_REPLAY:
             call_with(
-                b.init_forward_metadata_capture_cuda_graph, bs=view.batch_size, num_tokens=view.input_ids.numel(),
-                req_pool_indices=view.req_pool_indices, seq_lens=view.seq_lens, encoder_lens=None,
-                forward_mode=view.forward_mode, spec_info=view.spec_info,
-            )  # fmt: skip
+                b.init_forward_metadata_capture_cuda_graph,
+                bs=view.batch_size,
+                num_tokens=view.input_ids.numel(),
+                req_pool_indices=view.req_pool_indices,
+                seq_lens=view.seq_lens,
+                encoder_lens=None,
+                forward_mode=view.forward_mode,
+                spec_info=view.spec_info,
+            )
         else:
             b.init_forward_metadata_out_graph(view, in_capture=True)
         if self.api == IN_GRAPH:
@@ -239,10 +259,16 @@ class GraphRunner:
         view, b = self.static.view(out_cache_loc=batch.out_cache_loc), self.backend
         if self.api == CAPTURE_REPLAY:
             call_with(
-                b.init_forward_metadata_replay_cuda_graph, bs=view.batch_size, req_pool_indices=view.req_pool_indices,
-                seq_lens=view.seq_lens, seq_lens_sum=view.seq_lens_sum, encoder_lens=None,
-                forward_mode=view.forward_mode, spec_info=view.spec_info, seq_lens_cpu=view.seq_lens_cpu,
-            )  # fmt: skip
+                b.init_forward_metadata_replay_cuda_graph,
+                bs=view.batch_size,
+                req_pool_indices=view.req_pool_indices,
+                seq_lens=view.seq_lens,
+                seq_lens_sum=view.seq_lens_sum,
+                encoder_lens=None,
+                forward_mode=view.forward_mode,
+                spec_info=view.spec_info,
+                seq_lens_cpu=view.seq_lens_cpu,
+            )
         else:
             b.init_forward_metadata_out_graph(view)
         if self.recording is not None:

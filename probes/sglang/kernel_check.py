@@ -42,7 +42,9 @@ def compare(cpu: Callable[..., Any], real: Callable[..., Any], arguments: dict[s
         torch.cuda.synchronize()
     cpu(**on_host)
     return tuple(
-        name for name, value in on_device.items() if isinstance(value, torch.Tensor) and not torch.equal(value.cpu(), on_host[name])
+        name
+        for name, value in on_device.items()
+        if isinstance(value, torch.Tensor) and not torch.equal(value.cpu(), on_host[name])
     )
 
 
@@ -94,8 +96,16 @@ def _page_table_trials(module: Any, generator: torch.Generator) -> Iterator[tupl
 
 
 def _graph_metadata_trials(module: Any, generator: torch.Generator) -> Iterator[tuple[str, dict[str, Any]]]:
-    modes = {name: int(getattr(module, name, default)) for name, default in (("Q_MODE_NONE", 0), ("Q_MODE_CUMSUM", 1), ("Q_MODE_STRIDED", 2))}
-    for page, bs, offset, mode, swa in [(1, 1, 0, "Q_MODE_NONE", False), (16, 3, 2, "Q_MODE_CUMSUM", True), (64, 8, 4, "Q_MODE_STRIDED", False), (128, 17, 1, "Q_MODE_NONE", True)]:
+    modes = {
+        name: int(getattr(module, name, default))
+        for name, default in (("Q_MODE_NONE", 0), ("Q_MODE_CUMSUM", 1), ("Q_MODE_STRIDED", 2))
+    }
+    for page, bs, offset, mode, swa in [
+        (1, 1, 0, "Q_MODE_NONE", False),
+        (16, 3, 2, "Q_MODE_CUMSUM", True),
+        (64, 8, 4, "Q_MODE_STRIDED", False),
+        (128, 17, 1, "Q_MODE_NONE", True),
+    ]:
         width, pool = 2048, 32
         pages = 12
         req_to_token = _pool(generator, pool, width)
@@ -106,19 +116,25 @@ def _graph_metadata_trials(module: Any, generator: torch.Generator) -> Iterator[
             cache_seqlens=torch.full((bs,), SENTINEL, dtype=torch.int32),
             cu_seqlens_k=torch.zeros(bs + 1, dtype=torch.int32),
             page_table=torch.full((bs, pages + 2), SENTINEL, dtype=torch.int32),
-            bs=bs, seqlen_offset=offset, max_seq_pages=pages, page_size=page,
+            bs=bs,
+            seqlen_offset=offset,
+            max_seq_pages=pages,
+            page_size=page,
             cu_seqlens_q=torch.zeros(bs + 1, dtype=torch.int32),
             qlens=torch.randint(1, 6, (bs,), generator=generator, dtype=torch.int32),
-            q_stride=4, q_mode=modes[mode],
-        )  # fmt: skip
+            q_stride=4,
+            q_mode=modes[mode],
+        )
         if swa:
             mapping = _swa_mapping(generator, pool * width)
             out_cache_loc = torch.randint(0, pool * width, (bs,), generator=generator)
             out_cache_loc[0] = -1
             arguments.update(
-                swa_mapping=mapping, swa_page_table=torch.full((bs, pages + 2), SENTINEL, dtype=torch.int32),
-                out_cache_loc=out_cache_loc, swa_out_cache_loc=torch.full((bs + 5,), 123, dtype=torch.int64),
-            )  # fmt: skip
+                swa_mapping=mapping,
+                swa_page_table=torch.full((bs, pages + 2), SENTINEL, dtype=torch.int32),
+                out_cache_loc=out_cache_loc,
+                swa_out_cache_loc=torch.full((bs + 5,), 123, dtype=torch.int64),
+            )
         yield f"page={page} bs={bs} offset={offset} {mode} swa={swa}", _to_cuda(arguments)
 
 

@@ -1,10 +1,11 @@
 """CPU versions of the triton kernels SGLang's TRTLLM MHA backend builds its metadata with.
 
 Written from the kernels' semantics (what each writes where, including the rows and columns it
-leaves alone; the page-table kernel in its later, index-guarded form), in torch, without host syncs, so they run both eagerly and inside the CPU graph
-emulation. Integer division truncates toward zero, as triton's does. ``substitute`` puts them in
-place of the revision's launchers as their modules load; the launcher each replaced stays
-reachable as ``__wrapped__``, which ``probes.sglang.kernel_check`` compares on a GPU.
+leaves alone; the page-table kernel in its later, index-guarded form), in torch, without host
+syncs, so they run both eagerly and inside the CPU graph emulation. Integer division truncates
+toward zero, as triton's does. ``substitute`` puts them in place of the revision's launchers as
+their modules load; the launcher each replaced stays reachable as ``__wrapped__``, which
+``probes.sglang.kernel_check`` compares on a GPU.
 """
 
 from __future__ import annotations
@@ -56,7 +57,9 @@ def build_page_table(
     columns = torch.arange(width, device=page_table.device)
     positions = columns * page_size
     inside = positions < req_to_token.shape[1]
-    slots = req_to_token[req_pool_indices[:rows].long()[:, None], positions.clamp(max=req_to_token.shape[1] - 1)[None, :]]
+    slots = req_to_token[
+        req_pool_indices[:rows].long()[:, None], positions.clamp(max=req_to_token.shape[1] - 1)[None, :]
+    ]
     pages_needed = _idiv(cache_seqlens[:rows].long() + page_size - 1, page_size)
     used = (columns[None, :] < pages_needed[:, None]) & inside[None, :]
     page_table.copy_(torch.where(used, _idiv(slots, page_size).to(page_table.dtype), page_table))

@@ -38,11 +38,28 @@ FORWARD_BATCH_MODULE = "sglang.srt.model_executor.forward_batch_info"
 
 GPU_LIBRARIES = frozenset(
     {
-        "flashinfer", "sgl_kernel", "triton", "flash_attn", "flash_mla", "deep_gemm", "deep_ep",
-        "vllm", "cutlass", "cuda", "nvidia", "pynvml", "tilelang", "aiter", "torch_npu", "mooncake",
-        "nixl", "quack", "sgl_fa4", "cuda_python",
+        "flashinfer",
+        "sgl_kernel",
+        "triton",
+        "flash_attn",
+        "flash_mla",
+        "deep_gemm",
+        "deep_ep",
+        "vllm",
+        "cutlass",
+        "cuda",
+        "nvidia",
+        "pynvml",
+        "tilelang",
+        "aiter",
+        "torch_npu",
+        "mooncake",
+        "nixl",
+        "quack",
+        "sgl_fa4",
+        "cuda_python",
     }
-)  # fmt: skip
+)
 """Always stubs when revision code imports them: GPU kernels and the runtimes they need."""
 
 ALIASES = {"dill": "pickle"}
@@ -61,7 +78,9 @@ class SglangFinder(revision_loader.RevisionFinder):
         self.ledger = ledger
         self.shield: ImportShield | None = None
 
-    def find_spec(self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None) -> ModuleSpec | None:
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
         if not self.owns(fullname):
             return None
         if fullname == PACKAGE:
@@ -130,7 +149,9 @@ class StubFinder(revision_loader.RevisionFinder):
     def owns(self, fullname: str) -> bool:
         return fullname.partition(".")[0] in self.tops
 
-    def find_spec(self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None) -> ModuleSpec | None:
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
         top = fullname.partition(".")[0]
         if top == PACKAGE or (self.names is not None and top not in self.names) or top in sys.stdlib_module_names:
             return None
@@ -198,7 +219,9 @@ class ImportShield:
             os.environ.clear()
             os.environ.update(self.environ)
 
-    def __call__(self, name: str, globals: dict[str, Any] | None = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> ModuleType:
+    def __call__(
+        self, name: str, globals: dict[str, Any] | None = None, locals: Any = None, fromlist: Any = (), level: int = 0
+    ) -> ModuleType:
         if self.revision not in sys.meta_path:
             self.step_aside()
             return self.original(name, globals, locals, fromlist, level)
@@ -276,4 +299,3 @@ def _import_torch_first() -> None:
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
-

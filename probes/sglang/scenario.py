@@ -52,9 +52,13 @@ class ReplayedMetadata:
 def replay_scenario(subject: Subject) -> ReplayedMetadata:
     """Run the scenario against an opened revision (within a case); raises StubReached."""
     serving = serve(
-        subject, mode="target_verify", page_size=PAGE_SIZE, bs=len(PREFIXES),
-        draft_tokens=DRAFT_TOKENS, tokens_per_req=TOKENS_PER_REQ,
-    )  # fmt: skip
+        subject,
+        mode="target_verify",
+        page_size=PAGE_SIZE,
+        bs=len(PREFIXES),
+        draft_tokens=DRAFT_TOKENS,
+        tokens_per_req=TOKENS_PER_REQ,
+    )
     serving.capture()
     serving.replay(serving.admit(list(WARM_PREFIXES)))
     batch = serving.admit(list(PREFIXES))

@@ -10,11 +10,11 @@ from typing import Any
 
 import torch
 
-from probes.api import Outcome, ProbeContext, ProbeResult
+from probes.api import ProbeContext, ProbeResult
 from probes.sglang import fixture
 from probes.sglang.eras import Era, detect_era
 from probes.sglang.fixture import Batch, Pool, VerifyInput
-from probes.sglang.graph import GraphRunner, MetadataView, StaticBatch, read_metadata
+from probes.sglang.graph import CapturedGraph, MetadataView, StaticBatch, read_metadata
 from probes.sglang.loader import (
     BACKEND_MODULE,
     FORWARD_BATCH_MODULE,
@@ -22,6 +22,7 @@ from probes.sglang.loader import (
     load_sglang,
 )
 from probes.sglang.stubs import StubReached
+from tracker.core.verdicts import Outcome
 
 SWA_MODULE = "sglang.srt.mem_cache.swa_memory_pool"
 UNSUPPORTED = "unsupported"
@@ -91,7 +92,7 @@ class Serving:
     subject: Subject
     pool: Pool
     backend: Any
-    runner: GraphRunner
+    runner: CapturedGraph
     forward_mode: Any
     spec_info: Any
     tokens_per_req: int
@@ -131,13 +132,17 @@ def serve(
     pool = Pool(page_size, generator)
     swa_pool = fixture.make_swa_pool(subject.swa_module(), fixture.swa_mapping(page_size, generator)) if swa else None
     backend = fixture.make_backend(
-        subject.backend_module, pool, draft_tokens=draft_tokens, max_bs=bs,
-        max_tokens_per_req=max(tokens_per_req, draft_tokens), swa=swa_pool,
-    )  # fmt: skip
+        subject.backend_module,
+        pool,
+        draft_tokens=draft_tokens,
+        max_bs=bs,
+        max_tokens_per_req=max(tokens_per_req, draft_tokens),
+        swa=swa_pool,
+    )
     verify = mode == "target_verify"
     forward_mode = subject.forward_mode.TARGET_VERIFY if verify else subject.forward_mode.DECODE
     spec_info = VerifyInput(tokens_per_req) if verify else None
     fill = int(backend.get_cuda_graph_seq_len_fill_value())
     static = StaticBatch(bs, tokens_per_req, fill, forward_mode, spec_info)
-    runner = GraphRunner(backend, subject.era.api or "", static)
+    runner = CapturedGraph(backend, subject.era.api or "", static)
     return Serving(subject, pool, backend, runner, forward_mode, spec_info, tokens_per_req)

@@ -181,7 +181,12 @@ class _StubObject(metaclass=_StubMeta):
 def stub_class(name: str, ledger: StubLedger) -> type:
     """A fresh stub standing for the attribute ``name`` of a stub module."""
     short = name.rpartition(".")[2] or name
-    namespace = {"__stub_name__": name, "__stub_ledger__": ledger, "__stub_root__": True, "__module__": name.partition(".")[0]}
+    namespace = {
+        "__stub_name__": name,
+        "__stub_ledger__": ledger,
+        "__stub_root__": True,
+        "__module__": name.partition(".")[0],
+    }
     return _StubMeta(short.replace("()", "").replace("[]", "") or "stub", (_StubObject,), namespace)
 
 

@@ -2,14 +2,12 @@
 
 For decode and for target verify (T == N), the pages a sliding-window layer reads must be those of
 the request's last ``window`` tokens, translated through the pool's full->SWA slot mapping. The
-judge is ``probes.sglang.judges``'s.
+check is ``probes.sglang.judges``'s.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
-from probes.api import Case, Probe, ProbeContext, ProbeResult
+from probes.api import Case, Probe
 from probes.registry import register
 
 CASES = (
@@ -19,19 +17,14 @@ CASES = (
 )
 
 
-def check(ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
-    from probes.sglang.judges.swa_page_table import check as judged
-
-    return judged(ctx, params)
-
-
 PROBE = register(
     Probe(
         name="sglang_swa_page_table",
         version=1,
         description="SGLang trtllm_mha sliding-window page table and write locations after graph replays and eagerly",
         cases=CASES,
-        check=check,
+        check="probes.sglang.judges.swa_page_table:check",
+        requires=("torch",),
         deterministic=True,
     )
 )

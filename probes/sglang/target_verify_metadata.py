@@ -8,9 +8,7 @@ the eager path of the same revision is judged the same way (``probes.sglang.judg
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
-from probes.api import Case, Probe, ProbeContext, ProbeResult
+from probes.api import Case, Probe
 from probes.registry import register
 
 
@@ -28,19 +26,14 @@ CASES = (
 )
 
 
-def check(ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
-    from probes.sglang.judges.target_verify_metadata import check as judged
-
-    return judged(ctx, params)
-
-
 PROBE = register(
     Probe(
         name="sglang_target_verify_metadata",
         version=2,
         description="SGLang trtllm_mha target-verify graph metadata with T != N vs the closed form and the eager path",
         cases=CASES,
-        check=check,
+        check="probes.sglang.judges.target_verify_metadata:check",
+        requires=("torch",),
         deterministic=True,
     )
 )

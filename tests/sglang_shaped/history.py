@@ -154,7 +154,9 @@ class HistoryWriter:
         self._sequence += 1
         when = START + self._sequence * STEP_SECONDS
         self._git("add", "--all")
-        self._git("commit", "--quiet", "--allow-empty", "--no-verify", "-F", "-", stdin=message, who=(name, email, when))
+        self._git(
+            "commit", "--quiet", "--allow-empty", "--no-verify", "-F", "-", stdin=message, who=(name, email, when)
+        )
         sha = self._git("rev-parse", "HEAD").strip()
         self.shas.append(sha)
         self.subjects[sha] = subject
@@ -216,7 +218,14 @@ class Timeline:
         self.commits: list[Commit] = []
         self._slot = 0
 
-    def commit(self, subject: str, role: str | None = None, maintainer: bool = False, reverts: str | None = None, **changes: object) -> None:
+    def commit(
+        self,
+        subject: str,
+        role: str | None = None,
+        maintainer: bool = False,
+        reverts: str | None = None,
+        **changes: object,
+    ) -> None:
         if changes:
             self.variant = replace(self.variant, **changes)  # type: ignore[arg-type]
         self.commits.append(Commit(subject, self.variant, self.filler, role, reverts, maintainer))
@@ -233,7 +242,9 @@ class Timeline:
     def docs_only(self) -> None:
         """Docs and another attention backend: files the probe never reads."""
         self.filler = self.filler.bump("docs").bump("triton")
-        self.commits.append(Commit("[docs] Document the triton backend's split-KV setting", self.variant, self.filler, "docs_only"))
+        self.commits.append(
+            Commit("[docs] Document the triton backend's split-KV setting", self.variant, self.filler, "docs_only")
+        )
 
     def large_change(self, subject: str, **changes: object) -> None:
         """The change that plants the overwrite, inside a larger feature."""
@@ -250,4 +261,8 @@ class Timeline:
     def stub_detour(self) -> None:
         """A commit whose eager target-verify path calls a GPU library, and the one undoing it."""
         self.commit("[perf] Use sgl_kernel to build cu_seqlens_k in trtllm_mha", role="stub_reached", stub_call=True)
-        self.commit("Build cu_seqlens_k with torch again in trtllm_mha (sgl_kernel lacks it on ROCm)", role="stub_removed", stub_call=False)
+        self.commit(
+            "Build cu_seqlens_k with torch again in trtllm_mha (sgl_kernel lacks it on ROCm)",
+            role="stub_removed",
+            stub_call=False,
+        )

@@ -20,6 +20,7 @@ import warnings
 from dataclasses import replace
 from pathlib import Path
 
+from probes.requirements import installed
 from tracker.core.records import EnvironmentInfo
 
 # What torch built without numpy warns on import; no probe of ours needs numpy.
@@ -27,7 +28,8 @@ TORCH_WITHOUT_NUMPY = "Failed to initialize NumPy"
 
 
 def quiet_torch_import() -> None:
-    """Silence torch's one warning about a missing numpy, and nothing else: call before importing torch."""
+    """Silence torch's one warning about a missing numpy, and nothing else: call before importing
+    torch. It imports nothing, so it costs nothing where torch is not installed."""
     warnings.filterwarnings("ignore", message=TORCH_WITHOUT_NUMPY, category=UserWarning)
 
 
@@ -63,7 +65,7 @@ def environment_told_by_nvidia_smi(device: str, visible_devices: str | None) -> 
 
 
 def _torch_installed() -> bool:
-    return "torch" in sys.modules or importlib.util.find_spec("torch") is not None
+    return installed("torch")
 
 
 def _gpu(device: str) -> tuple[str | None, str | None]:
@@ -84,6 +86,8 @@ def _torch_cuda() -> str | None:
     """The CUDA version torch was built with (``torch.version.cuda``), without importing torch."""
     if "torch" in sys.modules:
         return sys.modules["torch"].version.cuda
+    if not installed("torch"):
+        return None
     spec = importlib.util.find_spec("torch")
     if spec is None or spec.origin is None:
         return None
@@ -161,7 +165,10 @@ def device_error(device: str) -> str | None:
         return None
     if not _torch_installed():
         if not _nvidia_smi("name", _smi_index(device)):
-            return f"--device {device}: nvidia-smi sees no such GPU and torch is not installed; run on a GPU machine or pass --device cpu"
+            return (
+                f"--device {device}: nvidia-smi sees no such GPU and torch is not installed; "
+                "run on a GPU machine or pass --device cpu"
+            )
         return None
     quiet_torch_import()
     import torch
@@ -173,7 +180,8 @@ def device_error(device: str) -> str | None:
         )
     index = torch.device(device).index
     if index is not None and index >= torch.cuda.device_count():
-        return f"--device {device}: the probe worker sees {torch.cuda.device_count()} CUDA device(s); pass --device cuda:0 or cuda"
+        return (
+            f"--device {device}: the probe worker sees {torch.cuda.device_count()} CUDA device(s); "
+            "pass --device cuda:0 or cuda"
+        )
     return None
-
-

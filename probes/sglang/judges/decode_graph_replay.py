@@ -11,14 +11,16 @@ runner keeps the copy in step.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 
-from probes.api import Outcome, ProbeContext, ProbeResult
+from probes.api import ProbeContext, ProbeResult
 from probes.sglang.checks import Expected, differences, join
 from probes.sglang.fixture import page_start_lengths
 from probes.sglang.session import Subject, guarded, serve
+from tracker.core.verdicts import Outcome
 
 GRAPH_BS = 4
 BATCH_SIZES = (4, 3, 4, 1)
@@ -32,7 +34,9 @@ def judge(subject: Subject, params: Mapping[str, Any]) -> ProbeResult:
     lag = params["host_lag"]
     backend_class = subject.backend_module.TRTLLMHAAttnBackend
     if lag and getattr(backend_class, "needs_cpu_seq_lens", True):
-        return ProbeResult(Outcome.SKIP, detail="the backend reads the host seq_lens (needs_cpu_seq_lens): the runner keeps it in step")
+        return ProbeResult(
+            Outcome.SKIP, detail="the backend reads the host seq_lens (needs_cpu_seq_lens): the runner keeps it in step"
+        )
     problems: list[str] = []
     replays = failed = 0
     for page in params["pages"]:

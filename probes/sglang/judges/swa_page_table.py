@@ -10,17 +10,19 @@ Checked for decode and for target verify (T == N, so the T != N bug is not in th
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 
-from probes.api import Outcome, ProbeContext, ProbeResult
+from probes.api import ProbeContext, ProbeResult
 from probes.demo_backend.checks import field_difference
 from probes.sglang.checks import join, window_differences
 from probes.sglang.eras import has_sliding_window_page_table
 from probes.sglang.fixture import Batch, crossing_prefixes
 from probes.sglang.graph import MetadataView
 from probes.sglang.session import Serving, Subject, guarded, serve
+from tracker.core.verdicts import Outcome
 
 GRAPH_BS = 4
 BATCH_SIZES = (4, 2, 4)
@@ -36,7 +38,13 @@ def judge(subject: Subject, params: Mapping[str, Any]) -> ProbeResult:
     T, page, window = params["tokens"], params["page"], params["window"]
     verify = params["mode"] == "target_verify"
     serving = serve(
-        subject, mode=params["mode"], page_size=page, bs=GRAPH_BS, draft_tokens=T if verify else 0, tokens_per_req=T, swa=True
+        subject,
+        mode=params["mode"],
+        page_size=page,
+        bs=GRAPH_BS,
+        draft_tokens=T if verify else 0,
+        tokens_per_req=T,
+        swa=True,
     )
     serving.capture()
     generator = torch.Generator().manual_seed(subject.seed + page)
@@ -47,7 +55,9 @@ def judge(subject: Subject, params: Mapping[str, Any]) -> ProbeResult:
         batch = serving.admit(lengths)
         graph = serving.replay(batch)
         eager = serving.eager(batch)
-        found = _judge_view("graph", graph, serving, batch, window) + _judge_view("eager", eager, serving, batch, window)
+        found = _judge_view("graph", graph, serving, batch, window) + _judge_view(
+            "eager", eager, serving, batch, window
+        )
         problems += found
         failed += bool(found)
     metrics = {"replays": float(len(BATCH_SIZES)), "failed_replays": float(failed)}

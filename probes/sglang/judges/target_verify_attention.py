@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import importlib
 import math
+from collections.abc import Mapping
 from types import ModuleType
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 
-from probes.api import Outcome, ProbeContext, ProbeResult
+from probes.api import ProbeContext, ProbeResult
 from probes.demo_backend.checks import (
     attention_metrics,
     attention_signature,
@@ -30,6 +31,7 @@ from probes.demo_backend.reference import reference_attention
 from probes.sglang.fixture import MAX_CONTEXT_LEN
 from probes.sglang.scenario import ReplayedMetadata, replay_scenario
 from probes.sglang.session import Subject, guarded
+from tracker.core.verdicts import Outcome
 
 NUM_Q_HEADS, NUM_KV_HEADS, HEAD_DIM = 8, 2, 128
 WORKSPACE_BYTES = 128 << 20
@@ -63,9 +65,15 @@ def judge(subject: Subject, decode: ModuleType, ctx: ProbeContext) -> ProbeResul
     out = _run_in_graph(decode, meta, inputs, device)
     rows = len(meta.kv_lens) * meta.tokens_per_req
     reference = reference_attention(
-        meta.req_to_token.to(device), inputs["k_cache"], inputs["v_cache"], meta.req_pool_indices.tolist(),
-        meta.kv_lens, inputs["q"], meta.tokens_per_req, torch.float32,
-    )  # fmt: skip
+        meta.req_to_token.to(device),
+        inputs["k_cache"],
+        inputs["v_cache"],
+        meta.req_pool_indices.tolist(),
+        meta.kv_lens,
+        inputs["q"],
+        meta.tokens_per_req,
+        torch.float32,
+    )
     tolerance = tolerance_for("bfloat16")
     metrics = attention_metrics(out[:rows], reference, tolerance)
     metrics["baked_q_len"] = float(meta.q_len)
@@ -84,7 +92,9 @@ def _inputs(meta: ReplayedMetadata, device: torch.device, seed: int) -> dict[str
     }
 
 
-def _run_in_graph(decode: ModuleType, meta: ReplayedMetadata, inputs: dict[str, torch.Tensor], device: torch.device) -> torch.Tensor:
+def _run_in_graph(
+    decode: ModuleType, meta: ReplayedMetadata, inputs: dict[str, torch.Tensor], device: torch.device
+) -> torch.Tensor:
     """One XQA call with the revision's metadata, captured in a CUDA graph and replayed; the
     query buffer holds the batch's rows first, as SGLang's static buffers do, and the call reads
     as many rows as the baked q length says."""

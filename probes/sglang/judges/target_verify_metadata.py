@@ -11,16 +11,18 @@ not a regression, in every case (the T == N control asks the eager path first).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 
-from probes.api import Outcome, ProbeContext, ProbeResult
+from probes.api import ProbeContext, ProbeResult
 from probes.demo_backend.checks import field_difference
 from probes.sglang.checks import Expected, differences, join, kv_offset
 from probes.sglang.eras import supports_decoupled_q_len
 from probes.sglang.fixture import crossing_prefixes
 from probes.sglang.session import UNSUPPORTED, Subject, guarded, serve
+from tracker.core.verdicts import Outcome
 
 GRAPH_BS = 4
 BATCH_SIZES = (4, 3, 4, 2)
@@ -53,7 +55,9 @@ def judge(subject: Subject, params: Mapping[str, Any]) -> ProbeResult:
 def _one_page_size(subject: Subject, N: int, T: int, page: int) -> tuple[list[str], int, int] | ProbeResult:
     serving = serve(subject, mode="target_verify", page_size=page, bs=GRAPH_BS, draft_tokens=N, tokens_per_req=T)
     baked = serving.capture()
-    problems = [f"capture {d}" for d in [field_difference("max_seq_len_q", -1 if baked.q_len is None else baked.q_len, T)] if d]
+    problems = [
+        f"capture {d}" for d in [field_difference("max_seq_len_q", -1 if baked.q_len is None else baked.q_len, T)] if d
+    ]
     generator = torch.Generator().manual_seed(subject.seed + page)
     failed = 0
     for size in BATCH_SIZES:
@@ -86,5 +90,6 @@ def _unsupported(subject: Subject, N: int, T: int) -> ProbeResult:
     era = "A1" if subject.era.label == "A" else subject.era.label
     return ProbeResult(
         Outcome.SKIP,
-        signature=f"{UNSUPPORTED}: the eager path gives every request N={N} tokens, not the batch's T={T} (era {era}: T != N predates it)",
+        signature=f"{UNSUPPORTED}: the eager path gives every request N={N} tokens, not the batch's T={T} "
+        f"(era {era}: T != N predates it)",
     )
