@@ -3,26 +3,29 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import shutil
 import subprocess
-import time
 from collections import defaultdict
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
+from functools import partial
 from itertools import pairwise
 from pathlib import Path
 
 import pytest
+from demo_histories import DemoHistories
 from gitrepo import START, GitRepo, git, git_env
 
-from tracker.demo.history import DemoManifest, build_demo_history
 from tracker.core.errors import UsageError
+from tracker.demo.history import DemoManifest, build_demo_history
 from tracker.targets.revisions import Repo, paths_key, pr_number, reverted_sha
 from tracker.targets.snapshots import SnapshotCache
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Repo, DemoManifest]:
-    path = tmp_path_factory.mktemp("demo")
-    manifest = build_demo_history(path, 60)
+def demo(demo_histories: DemoHistories) -> tuple[Repo, DemoManifest]:
+    path, manifest = demo_histories.shared(60)
     return Repo(path), manifest
 
 
@@ -81,7 +84,9 @@ def commits_sharing_a_prefix(repo: GitRepo, batch: int = 256) -> list[str]:
             + "\n"
             for n in range(first, first + batch)
         )
-        subprocess.run(["git", "fast-import", "--quiet"], cwd=repo.path, env=git_env(), input=stream, text=True, check=True)
+        subprocess.run(
+            ["git", "fast-import", "--quiet"], cwd=repo.path, env=git_env(), input=stream, text=True, check=True
+        )
         for sha in git(repo.path, "rev-list", f"--max-count={batch}", "main").split():
             by_prefix[sha[:4]].append(sha)
         first += batch
@@ -292,7 +297,7 @@ def test_commit_infos_on_the_demo(demo: tuple[Repo, DemoManifest]) -> None:
     assert revert.pr_number == int(revert.subject.rsplit("(#", 1)[1].rstrip(")"))
     assert revert.authored_at.tzinfo is not None
     assert revert.authored_at.utcoffset().total_seconds() == 0
-    assert revert.authored_at > infos[0].authored_at > datetime(2026, 1, 1, tzinfo=timezone.utc)
+    assert revert.authored_at > infos[0].authored_at > datetime(2026, 1, 1, tzinfo=UTC)
     assert "<" in revert.author and revert.author.endswith("@example.com>")
 
 
@@ -320,17 +325,35 @@ def test_pr_number_and_reverted_sha() -> None:
     assert paths_key(["docs", "backend", "docs"]) == "backend,docs"
 
 
+def counting_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Put a ``git`` first on PATH that logs a line per process, then runs the real one; returns the log."""
+    log, shim = tmp_path / "git-processes.log", tmp_path / "bin" / "git"
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\necho git >> {log}\nexec {shutil.which("git")} "$@"\n')
+    shim.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim.parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("GIT_PYTHON_GIT_EXECUTABLE", raising=False)
+    return log
+
+
+def git_processes(log: Path, query: Callable[[list[str]], object], shas: list[str]) -> int:
+    """How many git processes ``query(shas)`` started."""
+    log.unlink(missing_ok=True)
+    query(shas)
+    return len(log.read_text().splitlines()) if log.exists() else 0
+
+
 @pytest.mark.slow
-def test_bulk_queries_are_one_process_each(tmp_path: Path) -> None:
+def test_bulk_queries_are_one_process_each(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     build_demo_history(tmp_path / "big", 3000)
     repo = Repo(tmp_path / "big")
     shas = git(repo.path, "rev-list", "--reverse", "main").split()
-    started = time.perf_counter()
     infos = repo.commit_infos(shas)
     hashes = repo.tree_hashes(shas, ("backend", "engine"))
-    elapsed = time.perf_counter() - started
     assert len(infos) == len(hashes) == len(shas) >= 3000
-    assert elapsed < 3.0
+    log = counting_git(tmp_path, monkeypatch)
+    for query in (repo.commit_infos, partial(repo.tree_hashes, paths=("backend", "engine"))):
+        assert 0 < git_processes(log, query, shas) == git_processes(log, query, shas[:2])
 
 
 def test_a_repositorys_fsmonitor_hook_does_not_run_during_regtracks_git_calls(tmp_path: Path) -> None:

@@ -59,11 +59,14 @@ def test_a_revision_beyond_the_cut_is_refused_with_the_way_to_fetch_it(shallow: 
     with pytest.raises(UsageError) as caught:
         Repo(shallow).first_parent_range(rev, "HEAD")
     assert str(caught.value) == (
-        f"unknown revision {rev!r} in {shallow}: this shallow clone's history is cut at {cut}, so it may be older; {FETCH_MORE}"
+        f"unknown revision {rev!r} in {shallow}: "
+        f"this shallow clone's history is cut at {cut}, so it may be older; {FETCH_MORE}"
     )
 
 
-def test_a_good_commit_joined_to_bad_only_beyond_the_cut_is_refused_with_the_way_to_fetch_it(origin: GitRepo, tmp_path: Path) -> None:
+def test_a_good_commit_joined_to_bad_only_beyond_the_cut_is_refused_with_the_way_to_fetch_it(
+    origin: GitRepo, tmp_path: Path
+) -> None:
     both = clone(origin, tmp_path / "both", "--no-single-branch")
     good, bad = sha(both, "origin/old"), sha(both, "origin/main")
     cuts = sorted(Repo(both).shallow_cut())
@@ -71,7 +74,8 @@ def test_a_good_commit_joined_to_bad_only_beyond_the_cut_is_refused_with_the_way
     with pytest.raises(UsageError) as caught:
         Repo(both).first_parent_range(good, bad)
     assert str(caught.value) == (
-        f"good {good} is not an ancestor of bad {bad} here: this shallow clone's history is cut at {', '.join(cuts)}; {FETCH_MORE}"
+        f"good {good} is not an ancestor of bad {bad} here: "
+        f"this shallow clone's history is cut at {', '.join(cuts)}; {FETCH_MORE}"
     )
 
 

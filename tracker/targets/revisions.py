@@ -1,7 +1,8 @@
 """Revisions of a repository: resolving, first-parent ranges, tree hashes of the target paths, commit metadata.
 
 Bulk questions are one git process each (``git log --stdin``, ``git cat-file --batch-check``), so
-thousands of commits cost about as much as a handful.
+thousands of commits cost about as much as a handful. Why a path holds no repository is told with
+GitPython (``tracker.targets.work_tree``), only once ``git rev-parse`` has found none.
 """
 
 from __future__ import annotations
@@ -11,16 +12,16 @@ import os
 import re
 import subprocess
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tracker.core.errors import UsageError
+from tracker.core.records import PR_SUFFIX
 
 if TYPE_CHECKING:
     from tracker.core.records import CommitInfo
 
-PR_SUFFIX = re.compile(r"\(#(\d+)\)\s*$")
 PR_MERGE = re.compile(r"^Merge pull request #(\d+)\b")
 REVERTS = re.compile(r"^This reverts commit ([0-9a-f]{40}(?:[0-9a-f]{24})?)\b", re.MULTILINE)
 LOG_FIELDS = ("%H", "%P", "%an", "%ae", "%at", "%s", "%B")
@@ -68,14 +69,11 @@ class Repo:
 
     def __init__(self, path: Path) -> None:
         path = Path(path).expanduser()
-        fix = "pass --repo PATH naming a git repository with a work tree"
-        if not path.exists():
-            raise UsageError(f"repository path {path} does not exist; {fix}")
-        bare, top = _work_tree(path)
-        if bare:
-            raise UsageError(f"{path} is a bare repository; clone it (git clone {path} DIR) and {fix}")
+        top = _work_tree(path)
         if top is None:
-            raise UsageError(f"{path} is not a git repository; {fix}")
+            from tracker.targets.work_tree import no_work_tree
+
+            raise UsageError(no_work_tree(path))
         self.path = top
         self._commits: set[str] = set()
         """Full SHAs known to name commits: an object never changes, so each is asked of git once."""
@@ -192,6 +190,8 @@ class Repo:
         return rows
 
     def commit_info(self, sha: str) -> CommitInfo:
+        """Metadata of one revision, read as ``commit_infos`` reads many: GitPython's commit parser
+        ignores a commit's ``encoding`` header, where ``git log`` re-encodes the commit to UTF-8."""
         return self.commit_infos([sha])[0]
 
     def tracked(self, paths: Sequence[Path]) -> set[Path]:
@@ -200,7 +200,8 @@ class Repo:
         inside = [path for path in paths if path.is_relative_to(self.path)]
         if not inside:
             return set()
-        out = self._run_raw("ls-files", "-z", "--full-name", "--", *(str(path.relative_to(self.path)) for path in inside))
+        names = (str(path.relative_to(self.path)) for path in inside)
+        out = self._run_raw("ls-files", "-z", "--full-name", "--", *names)
         return {self.path / os.fsdecode(name) for name in out.split(b"\0") if name}
 
     def current_branch(self) -> str | None:
@@ -210,7 +211,8 @@ class Repo:
 
     def top_level_entries(self, rev: str) -> list[str]:
         """The names of the files and directories at the root of ``rev``'s tree."""
-        return [os.fsdecode(name) for name in self._run_raw("ls-tree", "-z", "--name-only", self.resolve(rev)).split(b"\0") if name]
+        out = self._run_raw("ls-tree", "-z", "--name-only", self.resolve(rev))
+        return [os.fsdecode(name) for name in out.split(b"\0") if name]
 
     def commit_infos(self, shas: Sequence[str]) -> list[CommitInfo]:
         """Metadata of each revision, in the order given, from one ``git log`` process."""
@@ -273,7 +275,8 @@ class Repo:
         if self._batch_answers([rev]) == [f"{rev} ambiguous"]:
             return f"ambiguous revision {rev!r} in {self.path}: it matches several objects; give more hex digits"
         if self.shallow_cut():
-            return f"unknown revision {rev!r} in {self.path}: {cut_at(self.shallow_cut())}, so it may be older; {FETCH_MORE}"
+            cut = cut_at(self.shallow_cut())
+            return f"unknown revision {rev!r} in {self.path}: {cut}, so it may be older; {FETCH_MORE}"
         return f"unknown revision {rev!r} in {self.path}; check `git log`"
 
     def _batch_check(self, objects: Sequence[str]) -> list[tuple[str, str] | None]:
@@ -324,7 +327,7 @@ def cut_at(commits: Sequence[str]) -> str:
 
 
 def git_executable() -> str:
-    """``git``, or the program ``$GIT_PYTHON_GIT_EXECUTABLE`` names (as GitPython honoured it)."""
+    """``git``, or the program ``$GIT_PYTHON_GIT_EXECUTABLE`` names: the one GitPython runs too."""
     return os.environ.get("GIT_PYTHON_GIT_EXECUTABLE") or "git"
 
 
@@ -335,21 +338,17 @@ def git_command(*args: str) -> list[str]:
     return [git_executable(), *settings, *args]
 
 
-def _work_tree(path: Path) -> tuple[bool, Path | None]:
-    """Whether ``path`` lies in a bare repository, and the top of the work tree it lies in (None: none).
-
-    One ``git rev-parse``, so that finding the repository costs a process, not GitPython's imports."""
+def _work_tree(path: Path) -> Path | None:
+    """The top of the work tree ``path`` lies in, or None where it lies in none (then
+    ``work_tree.no_work_tree`` says why). One ``git rev-parse``: every command opens a repository,
+    queries included, and a process costs them less than importing GitPython."""
+    command = git_command("rev-parse", "--show-toplevel")
     try:
-        found = subprocess.run(
-            git_command("rev-parse", "--is-bare-repository", "--show-toplevel"),
-            cwd=path, env=git_environment(), capture_output=True, text=True, check=False,
-        )  # fmt: skip
+        found = subprocess.run(command, cwd=path, env=git_environment(), capture_output=True, text=True, check=False)
     except (NotADirectoryError, FileNotFoundError, PermissionError):
-        return False, None
-    lines = found.stdout.splitlines()
-    if lines[:1] == ["true"]:
-        return True, None
-    return False, Path(lines[1]) if found.returncode == 0 and len(lines) > 1 else None
+        return None
+    top = found.stdout.removesuffix("\n")
+    return Path(top) if found.returncode == 0 and top else None
 
 
 def git_environment() -> dict[str, str]:
@@ -387,7 +386,7 @@ def _commit_info(record: list[str]) -> CommitInfo:
         parents=tuple(parents.split()),
         subject=subject,
         author=f"{name} <{email}>",
-        authored_at=datetime.fromtimestamp(int(timestamp), tz=timezone.utc),
+        authored_at=datetime.fromtimestamp(int(timestamp), tz=UTC),
         pr_number=pr_number(subject),
         reverts_sha=reverted_sha(message),
     )
