@@ -27,7 +27,11 @@ def joint_information(hyp: Hypotheses, points: Sequence[int]) -> float:
     outcomes = [0.0] * (1 << len(points))
     conditional = 0.0
     culprits = [(hyp.none, [hyp.none_rate] * len(points))]
-    culprits += [(s.mass, [s.after if c <= p else s.before for p in points]) for s in hyp.stretches for c in range(s.lo, s.hi + 1)]
+    culprits += [
+        (s.mass, [s.after if c <= p else s.before for p in points])
+        for s in hyp.stretches
+        for c in range(s.lo, s.hi + 1)
+    ]
     for mass, fail_rates in culprits:
         for y in range(len(outcomes)):
             outcomes[y] += mass * math.prod(r if y >> i & 1 else 1.0 - r for i, r in enumerate(fail_rates))
@@ -46,13 +50,17 @@ def hypotheses(draw: st.DrawFn) -> tuple[Hypotheses, int]:
     total = none + sum(w * (hi - lo) for w, lo, hi in zip(weights, bounds, bounds[1:]))
     if total == 0:
         none, total = 1.0, 1.0
-    stretches = [Stretch(lo, hi - 1, w / total, draw(rates), draw(rates)) for w, lo, hi in zip(weights, bounds, bounds[1:])]
+    stretches = [
+        Stretch(lo, hi - 1, w / total, draw(rates), draw(rates)) for w, lo, hi in zip(weights, bounds, bounds[1:])
+    ]
     return Hypotheses(stretches, none / total, draw(rates)), size
 
 
 @settings(max_examples=150, deadline=None)
 @given(st.data(), hypotheses())
-def test_each_next_point_is_the_most_informative_with_those_in_flight(data: st.DataObject, drawn: tuple[Hypotheses, int]) -> None:
+def test_each_next_point_is_the_most_informative_with_those_in_flight(
+    data: st.DataObject, drawn: tuple[Hypotheses, int]
+) -> None:
     hyp, size = drawn
     in_flight = data.draw(st.frozensets(st.integers(0, size - 1), max_size=min(4, size - 1)))
     skipped = data.draw(st.frozensets(st.integers(0, size - 1), max_size=3))
@@ -68,7 +76,9 @@ def test_each_next_point_is_the_most_informative_with_those_in_flight(data: st.D
 
 @settings(max_examples=100, deadline=None)
 @given(st.data(), hypotheses(), st.integers(1, 10))
-def test_a_batch_is_distinct_allowed_points_not_in_flight(data: st.DataObject, drawn: tuple[Hypotheses, int], k: int) -> None:
+def test_a_batch_is_distinct_allowed_points_not_in_flight(
+    data: st.DataObject, drawn: tuple[Hypotheses, int], k: int
+) -> None:
     hyp, size = drawn
     in_flight = data.draw(st.frozensets(st.integers(0, size - 1), max_size=3))
     skipped = data.draw(st.frozensets(st.integers(0, size - 1), max_size=3))

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tracker.core.verdicts import Verdict
 from tracker.search.strategies import (
     AutoSearch,
     BayesianSearch,
@@ -25,7 +26,6 @@ from tracker.search.strategies import (
     StrategyAnswer,
     make_strategy,
 )
-from tracker.core.verdicts import Verdict
 
 G, B, S = Verdict.GOOD, Verdict.BAD, Verdict.SKIP
 
@@ -46,7 +46,9 @@ def deterministic(first_bad: int) -> Callable[[int], Verdict]:
     return lambda i: B if i >= first_bad else G
 
 
-def drive(strategy: Strategy, verdict_of: Callable[[int], Verdict], k: int = 1, limit: int = 100_000) -> tuple[int, int]:
+def drive(
+    strategy: Strategy, verdict_of: Callable[[int], Verdict], k: int = 1, limit: int = 100_000
+) -> tuple[int, int]:
     """Rounds of k runs until done: (rounds, executions)."""
     rounds = executions = 0
     while not strategy.done() and executions < limit:
@@ -186,12 +188,24 @@ def test_every_answer_lies_inside_the_range(name: str, size: int, runs: list[tup
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.sampled_from(["auto", "bayes"]), st.integers(2, 200), st.floats(0.0, 0.3), st.sampled_from([1.0, 0.8, 0.5]), st.data())
-def test_noisy_searches_end_inside_the_range(name: str, size: int, flake: float, after: float, data: st.DataObject) -> None:
+@given(
+    st.sampled_from(["auto", "bayes"]),
+    st.integers(2, 200),
+    st.floats(0.0, 0.3),
+    st.sampled_from([1.0, 0.8, 0.5]),
+    st.data(),
+)
+def test_noisy_searches_end_inside_the_range(
+    name: str, size: int, flake: float, after: float, data: st.DataObject
+) -> None:
     first_bad = data.draw(st.integers(1, size - 1))
     rng = random.Random(data.draw(st.integers(0, 2**32)))
     strategy = make_strategy(name, size, max_runs=200, flake_rate_prior=flake)  # type: ignore[arg-type]
-    drive(strategy, lambda i: B if rng.random() < (after if i >= first_bad else flake) else G, k=data.draw(st.integers(1, 3)))
+    drive(
+        strategy,
+        lambda i: B if rng.random() < (after if i >= first_bad else flake) else G,
+        k=data.draw(st.integers(1, 3)),
+    )
     assert strategy.done()
     assert in_range(strategy.answer(), size)
 
@@ -292,7 +306,7 @@ def test_bayesian_names_a_hard_culprit_through_flaky_failures(flake: float) -> N
         culprit = rng.randint(1, 256)
         search = BayesianSearch(257, flake_rate=flake)
         search.record(256, B)
-        drive(search, lambda i: B if i >= culprit or rng.random() < flake else G)
+        drive(search, lambda i, culprit=culprit, rng=rng: B if i >= culprit or rng.random() < flake else G)
         answer = search.answer()
         right += answer.culprit == culprit
         assert answer.confidence >= 0.95
@@ -321,7 +335,19 @@ def test_lucky_passes_after_an_intermittent_culprit_do_not_name_a_later_commit()
     guard takes as likely as any other, an earlier intermittent culprit is not ruled out."""
     search = BayesianSearch(129, flake_rate=0.0)
     search.record(128, B)
-    for index, verdict in [(59, G), (89, B), (72, B), (64, G), (68, G), (70, G), (71, B), (70, G), (70, G), (70, G), (70, G)]:
+    for index, verdict in [
+        (59, G),
+        (89, B),
+        (72, B),
+        (64, G),
+        (68, G),
+        (70, G),
+        (71, B),
+        (70, G),
+        (70, G),
+        (70, G),
+        (70, G),
+    ]:
         search.record(index, verdict)
     assert search.posterior()[71] >= 0.95
     assert not search.done()
@@ -334,7 +360,7 @@ def test_bayesian_answers_no_culprit_when_every_index_only_flakes() -> None:
         rng = random.Random(seed)
         search = BayesianSearch(129, flake_rate=0.1, max_runs=400)
         search.record(128, B)  # the one failure that made someone start a bisect
-        drive(search, lambda i: B if rng.random() < 0.1 else G)
+        drive(search, lambda i, rng=rng: B if rng.random() < 0.1 else G)
         answer = search.answer()
         flaky += answer.no_culprit
         if answer.no_culprit:
@@ -351,7 +377,6 @@ def test_intermittent_answer_carries_failure_rates() -> None:
     assert answer.culprit == 40 and answer.confidence >= 0.95
     assert answer.fail_rate_before == 0.0
     assert answer.fail_rate_after is not None and 0.2 < answer.fail_rate_after < 0.8
-
 
 
 def _intermittent_runs(seed: int, margin: float) -> tuple[BayesianSearch, list[tuple[int, Verdict]]]:
@@ -391,6 +416,7 @@ def test_while_the_hard_model_holds_the_margin_changes_nothing() -> None:
 def test_a_margin_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="margin"):
         BayesianSearch(10, intermittent_margin=0.5)
+
 
 # -- auto -----------------------------------------------------------------------------------------
 

@@ -10,15 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
-
 from chromium import Browser
+from click.testing import CliRunner, Result
+from demo_histories import DemoHistories
 from gitrepo import git
+
 from tracker.cli.app import main
 from tracker.core.errors import UsageError
-from tracker.demo.history import DemoManifest, build_demo_history
-from tracker.report.build import build_report
+from tracker.demo.history import DemoManifest
 from tracker.report.model import ReportData
+from tracker.reporting import build_report
 from tracker.workspace import Workspace
 
 SCRIPT_SUBJECT = "<script>document.title='pwned'</script>"
@@ -69,10 +70,10 @@ def refusal(asked: Callable[[], object]) -> str:
 
 
 @pytest.fixture(scope="module")
-def reported(tmp_path_factory: pytest.TempPathFactory) -> Reported:
+def reported(tmp_path_factory: pytest.TempPathFactory, demo_histories: DemoHistories) -> Reported:
     home = tmp_path_factory.mktemp("report")
     repo = home / "demo"
-    manifest = build_demo_history(repo, 60)
+    manifest = demo_histories.copy(60, repo)
     inject_commit(repo)
     line = git(repo, "rev-list", "--first-parent", "--reverse", "HEAD").split()
     bug = manifest.bugs["target_verify_overwrite"]
@@ -81,7 +82,20 @@ def reported(tmp_path_factory: pytest.TempPathFactory) -> Reported:
         patch.delenv("REGTRACK_DB_URL", raising=False)
         # The bisect comes first: after the scan every result it needs is stored, and a bisect
         # answered from stored results alone records no session.
-        bisect = regtrack("bisect", "--repo", str(repo), "--probe", PROBES[0], "--good", line[0], "--bad", f"{bug.fixed}~1", "--seed", "0", "--json")
+        bisect = regtrack(
+            "bisect",
+            "--repo",
+            str(repo),
+            "--probe",
+            PROBES[0],
+            "--good",
+            line[0],
+            "--bad",
+            f"{bug.fixed}~1",
+            "--seed",
+            "0",
+            "--json",
+        )
         assert bisect.exit_code == 1, bisect.output
         scan = regtrack("scan", "--repo", str(repo), *PROBE_OPTIONS, "--seed", "0", "--workers", "2", "--json")
         assert scan.exit_code == 0, scan.output
@@ -109,7 +123,10 @@ def test_rows_are_the_first_parent_line_oldest_first(reported: Reported) -> None
     assert len(data.commits) == reported.manifest.commits + 1
     assert (data.commits[-1].subject, data.commits[-1].pr_number) == (SCRIPT_SUBJECT, None)
     assert data.probes == PROBES
-    assert reported.written.stdout == f"wrote {reported.page}: {len(data.commits)} commits, 2 probes, {len(data.transitions)} transitions\n"
+    assert (
+        reported.written.stdout
+        == f"wrote {reported.page}: {len(data.commits)} commits, 2 probes, {len(data.transitions)} transitions\n"
+    )
 
 
 def test_cells_match_what_the_scan_found(reported: Reported) -> None:
@@ -143,7 +160,7 @@ def test_transitions_are_the_stored_ones_with_their_pairs(reported: Reported) ->
     scanned = [(t["probe"], t["sha"], t["kind"], t["pairs_with"], t["pair_kind"]) for t in reported.scan["transitions"]]
     assert sorted(shown) == sorted(scanned)
     assert {t.pair_kind for t in reported.data.transitions} == {None, "reverts", "relands"}
-    assert all(t.candidates == () for t in reported.data.transitions)  # every transition is exact here
+    assert all(t.candidates == (t.sha,) for t in reported.data.transitions)  # every transition is exact here
 
 
 def test_stretches_are_the_scans(reported: Reported) -> None:
@@ -156,11 +173,19 @@ def test_stretches_are_the_scans(reported: Reported) -> None:
 def test_the_bisect_with_its_steps_and_the_environment(reported: Reported) -> None:
     [b] = reported.data.bisects
     session = reported.bisect
-    assert (b.session_id, b.probe, b.good, b.bad, b.status) == (session["session"], PROBES[0], session["good"], session["bad"], "done")
+    assert (b.session_id, b.probe, b.good, b.bad, b.status) == (
+        session["session"],
+        PROBES[0],
+        session["good"],
+        session["bad"],
+        "done",
+    )
     assert b.culprit == session["culprit"] == reported.manifest.bugs["target_verify_overwrite"].introduced
     assert b.candidates == tuple(session["candidates"])
     assert (b.strategy, b.confidence) == (session["strategy"], session["confidence"]) == ("auto", 1.0)
-    assert [(s.sha, s.verdict, s.reused) for s in b.steps] == [(s["sha"], s["verdict"], s["reused"]) for s in session["steps"]]
+    assert [(s.sha, s.verdict, s.reused) for s in b.steps] == [
+        (s["sha"], s["verdict"], s["reused"]) for s in session["steps"]
+    ]
     assert b.steps
     [env] = reported.data.environments
     assert env.device == "cpu" and len(env.fingerprint) == 16
@@ -175,7 +200,9 @@ def test_environment_filter_and_range(reported: Reported) -> None:
     bug = reported.manifest.bugs["target_verify_overwrite"]
     ranged = reported.ranged
     assert ranged.commits[0].sha == bug.fixed and ranged.commits[-1].sha == bug.relanded
-    assert {(t.probe, t.sha) for t in ranged.transitions} == {(PROBES[0], sha) for sha in (bug.fixed, bug.reverted, bug.relanded)}
+    assert {(t.probe, t.sha) for t in ranged.transitions} == {
+        (PROBES[0], sha) for sha in (bug.fixed, bug.reverted, bug.relanded)
+    }
     assert all(ranged.cells[key] == reported.data.cells[key] for key in ranged.cells)
 
 
@@ -188,9 +215,10 @@ def test_the_page_loads_in_chromium_and_the_subject_stays_text(reported: Reporte
               scripts: document.querySelectorAll('script').length,
               rows: document.querySelectorAll('table.grid tbody tr').length,
               cells: document.querySelectorAll('table.grid td.c').length,
-              injected: document.getElementById('c-' + %s).querySelector('td.subj').textContent,
+              injected: document.getElementById('c-' + """
+            + json.dumps(reported.line[-1])
+            + """).querySelector('td.subj').textContent,
             }))()"""
-            % json.dumps(reported.line[-1])
         )
         assert page.problems() == []
         assert found == {
@@ -204,11 +232,15 @@ def test_the_page_loads_in_chromium_and_the_subject_stays_text(reported: Reporte
         page.close()
 
 
-def test_a_missing_directory_is_one_line_and_exit_code_2(reported: Reported, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_missing_directory_is_one_line_and_exit_code_2(
+    reported: Reported, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("REGTRACK_HOME", str(tmp_path / "home"))
     target = tmp_path / "missing" / "report.html"
     result = regtrack("report", "--repo", str(reported.repo), "--html", str(target))
     assert result.exit_code == 2
     assert result.stderr.count("\n") == 1
-    assert result.stderr.startswith("regtrack: error: ") and f"directory {target.parent} does not exist" in result.stderr
+    assert (
+        result.stderr.startswith("regtrack: error: ") and f"directory {target.parent} does not exist" in result.stderr
+    )
     assert not target.parent.exists()

@@ -32,7 +32,9 @@ def started(name: str, size: int) -> Strategy:
     return strategy
 
 
-def rounds_of(strategy: Strategy, verdict_of: Callable[[int], Verdict], k: int, seen: Callable[[Strategy], None]) -> int:
+def rounds_of(
+    strategy: Strategy, verdict_of: Callable[[int], Verdict], k: int, seen: Callable[[Strategy], None]
+) -> int:
     rounds = 0
     while not strategy.done() and (batch := strategy.next_indices(k)):
         rounds += 1
@@ -56,7 +58,9 @@ def test_rounds_to_split_of_a_perfect_power_is_exact() -> None:
 
 @settings(max_examples=150, deadline=None)
 @given(st.sampled_from(["binary", "kary", "auto"]), st.integers(2, 2000), st.integers(1, 6), st.data())
-def test_deterministic_search_never_gains_candidates_and_keeps_its_round_estimate(name: str, size: int, k: int, data: st.DataObject) -> None:
+def test_deterministic_search_never_gains_candidates_and_keeps_its_round_estimate(
+    name: str, size: int, k: int, data: st.DataObject
+) -> None:
     first_bad = data.draw(st.integers(1, size - 1))
     skip_from = data.draw(st.integers(1, size - 1))
     skipped = range(skip_from, min(skip_from + data.draw(st.integers(0, 20)), size - 1))
@@ -90,7 +94,9 @@ def test_binary_on_a_deterministic_history_takes_the_rounds_it_announced(size: i
 
 
 @pytest.mark.parametrize(("flake_rate_prior", "confirmation"), [(None, 0), (0.0, 0), (0.004, 1)])
-def test_auto_announces_and_takes_its_confirmation_run_only_where_history_shows_flakes(flake_rate_prior: float | None, confirmation: int) -> None:
+def test_auto_announces_and_takes_its_confirmation_run_only_where_history_shows_flakes(
+    flake_rate_prior: float | None, confirmation: int
+) -> None:
     strategy = make_strategy("auto", 65, flake_rate_prior=flake_rate_prior)
     strategy.record(0, G)
     strategy.record(64, B)
@@ -100,7 +106,9 @@ def test_auto_announces_and_takes_its_confirmation_run_only_where_history_shows_
 
 @settings(max_examples=60, deadline=None)
 @given(st.integers(2, 300), st.sampled_from([0.0, 0.05, 0.2]), st.integers(1, 4), st.data())
-def test_bayesian_estimate_is_zero_exactly_when_done_and_one_candidate_once_sure(size: int, flake: float, k: int, data: st.DataObject) -> None:
+def test_bayesian_estimate_is_zero_exactly_when_done_and_one_candidate_once_sure(
+    size: int, flake: float, k: int, data: st.DataObject
+) -> None:
     first_bad = data.draw(st.integers(1, size - 1))
     rng = random.Random(data.draw(st.integers(0, 2**32)))
     strategy = BayesianSearch(size, flake, max_runs=400)

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tracker.core.records import CommitInfo
+from tracker.core.records import CommitInfo, TransitionKind
+from tracker.core.verdicts import State
 from tracker.search.pairing import Pair, bare_subject, pair_transitions
-from tracker.search.transitions import Kind, State, Stretch, find_transitions, group_runs
+from tracker.search.transitions import IndexStretch, find_transitions, group_runs
 
 G, B, S, F = State.GOOD, State.BAD, State.SKIP, State.FLAKY
 
@@ -17,14 +18,15 @@ G, B, S, F = State.GOOD, State.BAD, State.SKIP, State.FLAKY
 def test_the_story_of_the_overwrite() -> None:
     states = [G, G, B, B, G, G, B, B, G]
     found, stretches = find_transitions(states)
-    assert [(t.index, t.kind) for t in found] == [(2, Kind.REGRESSION), (4, Kind.FIX), (6, Kind.REGRESSION), (8, Kind.FIX)]
+    regression, fix = TransitionKind.REGRESSION, TransitionKind.FIX
+    assert [(t.index, t.kind) for t in found] == [(2, regression), (4, fix), (6, regression), (8, fix)]
     assert stretches == []
 
 
 def test_untestable_and_flaky_stretches_are_never_transitions() -> None:
     found, stretches = find_transitions([G, S, S, G, F, F, G])
     assert found == []
-    assert stretches == [Stretch(S, 1, 2), Stretch(F, 4, 5)]
+    assert stretches == [IndexStretch(S, 1, 2), IndexStretch(F, 4, 5)]
 
 
 def test_a_change_across_a_stretch_names_every_candidate() -> None:
@@ -40,7 +42,7 @@ def test_transitions_alternate_and_match_the_judged_changes(states: list[State])
     assert len(found) == changes
     assert all(a.kind is not b.kind for a, b in zip(found, found[1:]))
     for t in found:
-        assert states[t.index] is (B if t.kind is Kind.REGRESSION else G)
+        assert states[t.index] is (B if t.kind is TransitionKind.REGRESSION else G)
         assert all(states[i] in (S, F) for i in t.candidates[:-1])
     assert sum(s.last - s.first + 1 for s in stretches) == sum(1 for s in states if s in (S, F))
 
@@ -54,7 +56,9 @@ def test_group_runs_cover_the_line_with_equal_keys(keys: list[str]) -> None:
 
 
 def commit(n: int, subject: str, reverts: str | None = None) -> CommitInfo:
-    return CommitInfo(f"{n:040x}", (f"{n - 1:040x}",), subject, "A <a@x>", datetime(2026, 1, 1, tzinfo=timezone.utc), None, reverts)
+    return CommitInfo(
+        f"{n:040x}", (f"{n - 1:040x}",), subject, "A <a@x>", datetime(2026, 1, 1, tzinfo=UTC), None, reverts
+    )
 
 
 def test_pairs_from_github_messages_and_a_reland_by_subject() -> None:

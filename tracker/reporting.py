@@ -1,4 +1,4 @@
-"""Stored facts as a ``ReportData``: what ``regtrack report`` renders. Nothing is run.
+"""Stored facts as a ``ReportData``: what ``regtrack report`` renders. Nothing is run, no probe is loaded.
 
 A probe's result belongs to a target tree, not to a commit (see ``tracker.measure``): every commit
 of the line shows the runs of its tree, wherever they were run. The work stays proportional to the
@@ -10,35 +10,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict
-from datetime import datetime, timezone
-from typing import cast
+from datetime import UTC, datetime
 
-from tracker.core.records import (
-    CommitInfo,
-    RunRow,
-    SessionRow,
-    StepRow,
-    TransitionRecord,
-)
-from tracker.core.verdicts import BAD_OUTCOMES, Outcome, verdict_of
+from tracker.core.records import RunRow, SessionRow, StepRow, StretchRecord
+from tracker.core.verdicts import BAD_OUTCOMES, Outcome, State, state_of, verdict_of
 from tracker.queries import check_filters, filter_runs
-from tracker.report.model import (
-    Cell,
-    CellState,
-    PairKind,
-    ReportBisect,
-    ReportBisectStep,
-    ReportCommit,
-    ReportData,
-    ReportEnvironment,
-    ReportStretch,
-    ReportTransition,
-    StepVerdict,
-    StretchKind,
-)
-from tracker.scan import state_of
-from tracker.search.transitions import State, find_transitions
+from tracker.report.model import Cell, CellState, ReportBisect, ReportData
+from tracker.scan import stretch_kind
+from tracker.search.transitions import find_transitions
 from tracker.targets.reuse import attempt_settings
 from tracker.workspace import Workspace
 
@@ -56,7 +35,7 @@ AttemptKey = tuple[str, int, str, int]  # environment fingerprint, probe version
 def _default_probes(ws: Workspace, repo_id: int) -> tuple[str, ...]:
     """The target's probes; for a repository without any (probed by ``--command``), every probe stored for it."""
     if ws.target.probes:
-        return tuple(probe.name for probe in ws.probes(()))
+        return ws.target.probes
     return tuple(ws.store.probe_names(repo_id))
 
 
@@ -80,27 +59,23 @@ def build_report(
     shown = None if environment is None else {r.fingerprint for r in runs}
     return ReportData(
         repository=f"{ws.repo.path.name} (target {ws.target.name})",
-        generated_at=datetime.now(timezone.utc),
+        generated_at=datetime.now(UTC),
         probes=probes,
-        commits=tuple(_commit(info) for info in ws.repo.commit_infos(line)),
+        commits=tuple(ws.repo.commit_infos(line)),
         cells=cells,
         transitions=tuple(
-            _transition(t) for t in ws.store.transitions(repo_id, ws.target.name) if t.sha in on_line and t.probe in probes
+            t for t in ws.store.transitions(repo_id, ws.target.name) if t.sha in on_line and t.probe in probes
         ),
         stretches=_stretches(line, probes, cells),
         bisects=tuple(
-            _bisect(s, ws.store.steps(s.id)) for s in ws.store.sessions(repo_id, ws.target.name) if s.probe_name in probes
+            _bisect(s, ws.store.steps(s.id))
+            for s in ws.store.sessions(repo_id, ws.target.name)
+            if s.probe_name in probes
         ),
         environments=tuple(
-            ReportEnvironment(fingerprint, **{**asdict(info), "facts": tuple(sorted(info.facts.items()))})
-            for fingerprint, info in ws.store.environments(repo_id)
-            if shown is None or fingerprint in shown
+            info for fingerprint, info in ws.store.environments(repo_id) if shown is None or fingerprint in shown
         ),
     )
-
-
-def _commit(info: CommitInfo) -> ReportCommit:
-    return ReportCommit(info.sha, info.subject, info.pr_number, info.author, info.authored_at)
 
 
 def _line_cells(
@@ -129,20 +104,15 @@ def _cell(attempts: Sequence[Sequence[RunRow]]) -> Cell:
     return Cell(state, "; ".join(dict.fromkeys(found)) or None, runs=len(attempts))
 
 
-def _transition(t: TransitionRecord) -> ReportTransition:
-    """Stored candidates always hold the transition itself; the report lists them only when hidden."""
-    candidates = t.candidates if len(t.candidates) > 1 else ()
-    return ReportTransition(t.probe, t.sha, t.kind, t.pairs_with, cast("PairKind | None", t.pair_kind), candidates)
-
-
-def _stretches(line: Sequence[str], probes: Sequence[str], cells: Mapping[tuple[str, str], Cell]) -> tuple[ReportStretch, ...]:
+def _stretches(
+    line: Sequence[str], probes: Sequence[str], cells: Mapping[tuple[str, str], Cell]
+) -> tuple[StretchRecord, ...]:
     """Untestable and flaky stretches of each probe over its measured commits, as the scan finds them."""
-    found: list[ReportStretch] = []
+    found: list[StretchRecord] = []
     for probe in probes:
         measured = [(sha, STATE_OF_CELL[cells[(sha, probe)].state]) for sha in line if (sha, probe) in cells]
         for s in find_transitions([state for _, state in measured])[1]:
-            kind: StretchKind = "untestable" if s.kind is State.SKIP else "flaky"
-            found.append(ReportStretch(probe, kind, measured[s.first][0], measured[s.last][0]))
+            found.append(StretchRecord(probe, stretch_kind(s.kind), measured[s.first][0], measured[s.last][0]))
     return tuple(found)
 
 
@@ -158,7 +128,7 @@ def _bisect(session: SessionRow, steps: Sequence[StepRow]) -> ReportBisect:
         status=status,
         culprit=result.get("culprit"),
         candidates=tuple(result.get("candidates", ())),
-        steps=tuple(ReportBisectStep(s.sha, cast(StepVerdict, s.verdict), s.reused) for s in steps),
+        steps=tuple(steps),
         strategy=session.strategy,
         confidence=result.get("confidence"),
         find_fix=bool(((session.options or {}).get("search") or {}).get("find_fix")),

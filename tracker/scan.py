@@ -11,90 +11,33 @@ measuring every run (``--max-samples`` at least the number of runs) never misses
 execution per distinct target tree.
 
 A run whose result is bad is rerun ``confirm`` times with fresh seeds before a transition to or
-from it is reported (not for a deterministic probe, whose rerun would repeat it exactly); a run that both passes and fails is flaky, and is reported as a flaky
-stretch, never as a clean transition. Untestable runs are reported as untestable stretches.
+from it is reported (not for a deterministic probe, whose rerun would repeat it exactly); a run
+that both passes and fails is flaky, and is reported as a flaky stretch, never as a clean
+transition. Untestable runs are reported as untestable stretches.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-from tracker.core.records import CommitInfo
-from tracker.core.verdicts import Verdict
-from tracker.measure import Measurement, Prober
-from tracker.search.pairing import Pair, pair_transitions
-from tracker.search.transitions import Kind, State, find_transitions, group_runs
+from tracker.core.measurements import Measurement
+from tracker.core.records import CommitInfo, StretchKind, StretchRecord, TransitionRecord
+from tracker.core.results import ProbeScan, ScanReport
+from tracker.core.verdicts import State, Verdict, state_of
+from tracker.measure import Prober
+from tracker.search.pairing import Pair, is_revert, pair_transitions
+from tracker.search.transitions import IndexStretch, IndexTransition, find_transitions, group_runs
 from tracker.targets.revisions import FETCH_MORE, Repo, cut_at
 
 MAX_SAMPLES = 64
 CONFIRM_RUNS = 2
 
 
-@dataclass(frozen=True)
-class ScanTransition:
-    probe: str
-    commit: CommitInfo
-    kind: Kind
-    pair: Pair | None
-    candidates: tuple[str, ...]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "probe": self.probe,
-            "sha": self.commit.sha,
-            "kind": self.kind.value,
-            "subject": self.commit.subject,
-            "pr_number": self.commit.pr_number,
-            "pairs_with": self.pair.sha if self.pair else None,
-            "pair_kind": self.pair.kind if self.pair else None,
-            "candidates": list(self.candidates),
-        }
-
-
-@dataclass(frozen=True)
-class ScanStretch:
-    probe: str
-    kind: State
-    first: str
-    last: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"probe": self.probe, "kind": "untestable" if self.kind is State.SKIP else "flaky", "first": self.first, "last": self.last}
-
-
-@dataclass
-class ProbeScan:
-    probe: str
-    states: list[State | None]
-    transitions: list[ScanTransition] = field(default_factory=list)
-    stretches: list[ScanStretch] = field(default_factory=list)
-
-
-@dataclass
-class ScanReport:
-    line: list[CommitInfo]
-    probes: list[ProbeScan]
-    executions: int = 0
-    reused: int = 0
-
-    @property
-    def transitions(self) -> list[ScanTransition]:
-        return [t for scan in self.probes for t in scan.transitions]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "first": self.line[0].sha,
-            "last": self.line[-1].sha,
-            "commits": len(self.line),
-            "transitions": [t.to_json() for t in self.transitions],
-            "stretches": [s.to_json() for scan in self.probes for s in scan.stretches],
-            "stories": {scan.probe: story(scan, self.line) for scan in self.probes},
-            "executions": self.executions,
-            "reused": self.reused,
-        }
+def stretch_kind(state: State) -> StretchKind:
+    """What a stretch of untestable (``SKIP``) or flaky revisions is called."""
+    return "untestable" if state is State.SKIP else "flaky"
 
 
 @dataclass(frozen=True)
@@ -121,9 +64,20 @@ Progress = Callable[[ScanStep], None]
 
 
 class Scanner:
-    def __init__(self, repo: Repo, probers: Sequence[Prober], max_samples: int = MAX_SAMPLES, confirm: int = CONFIRM_RUNS, progress: Progress | None = None) -> None:
+    """Scans lines of commits with ``probers``; ``trigger`` names what scanned (``scan`` or
+    ``track``) in the transitions it finds."""
+
+    def __init__(
+        self,
+        repo: Repo,
+        probers: Sequence[Prober],
+        max_samples: int = MAX_SAMPLES,
+        confirm: int = CONFIRM_RUNS,
+        progress: Progress | None = None,
+        trigger: str = "scan",
+    ) -> None:
         self.repo, self.probers = repo, list(probers)
-        self.max_samples, self.confirm = max_samples, confirm
+        self.max_samples, self.confirm, self.trigger = max_samples, confirm, trigger
         self.progress = progress or (lambda _: None)
         self._steps = self._planned = self._trees = 0
         self._final = self._sampling = False
@@ -160,26 +114,55 @@ class Scanner:
             measure(group)
         self._sampling = False
         self._refine(runs, states, measure)
-        confirm = self._confirmations(prober)
-        self._confirm(runs, states, measure, lambda group: len(prober.attempt_verdicts(trees[runs[group].start])), confirm)
+
+        def attempts(group: int) -> int:
+            return len(prober.attempt_verdicts(trees[runs[group].start]))
+
+        self._confirm(runs, states, measure, attempts, self._confirmations(prober))
+        return self._probe_scan(prober, infos, trees, runs, states)
+
+    def _probe_scan(
+        self, prober: Prober, infos: list[CommitInfo], trees: list[str], runs: list[range], states: dict[int, State]
+    ) -> ProbeScan:
+        """The measured runs' states as commit-level transitions, paired, and stretches."""
         ordered = sorted(states)
         found, stretches = find_transitions([states[g] for g in ordered])
         commit_of = [runs[g].start for g in ordered]
         indices = [commit_of[t.index] for t in found]
         pairs = pair_transitions(infos, trees, indices, lambda sha: self.repo.patch_id(sha, prober.target.paths))
-        per_commit: list[State | None] = [None] * len(line)
+        per_commit: list[State | None] = [None] * len(infos)
         for group, state in states.items():
             for index in runs[group]:
                 per_commit[index] = state
-        scan = ProbeScan(prober.probe.name, per_commit)
+        name = prober.probe.name
+        scan = ProbeScan(name, per_commit)
         for t, index in zip(found, indices):
-            hidden = [line[i] for position in t.candidates[:-1] for i in runs[ordered[position]]]
-            candidates = (*hidden, line[index])
-            scan.transitions.append(ScanTransition(prober.probe.name, infos[index], t.kind, pairs.get(index), candidates))
-        for s in stretches:
-            first, last = runs[ordered[s.first]].start, runs[ordered[s.last]].stop - 1
-            scan.stretches.append(ScanStretch(prober.probe.name, s.kind, line[first], line[last]))
+            hidden = [runs[ordered[position]] for position in t.candidates[:-1]]
+            scan.transitions.append(self._transition(name, t, infos, index, hidden, pairs.get(index)))
+        scan.stretches = [_stretch(name, s, infos, [runs[g] for g in ordered]) for s in stretches]
         return scan
+
+    def _transition(
+        self,
+        probe: str,
+        t: IndexTransition,
+        infos: list[CommitInfo],
+        index: int,
+        hidden: list[range],
+        pair: Pair | None,
+    ) -> TransitionRecord:
+        """``hidden`` holds the runs of commits that may hide the transition, before commit ``index``."""
+        commit = infos[index]
+        return TransitionRecord(
+            probe=probe,
+            sha=commit.sha,
+            kind=t.kind,
+            pairs_with=pair.sha if pair else None,
+            pair_kind=pair.kind if pair else None,
+            candidates=(*(infos[i].sha for run in hidden for i in run), commit.sha),
+            authored_at=commit.authored_at,
+            trigger=self.trigger,
+        )
 
     def _report(self, probe: str, group: int, measurement: Measurement, rerun: bool, seconds: float) -> None:
         self._steps += 1
@@ -207,7 +190,7 @@ class Scanner:
             return list(range(len(runs)))
         stride = -(-len(runs) // self.max_samples)
         group_of = {i: g for g, run in enumerate(runs) for i in run}
-        marked = {g for i, c in enumerate(infos) if c.reverts_sha or c.subject.startswith('Revert "') for g in (group_of[i], max(group_of[i] - 1, 0))}
+        marked = {g for i, c in enumerate(infos) if is_revert(c) for g in (group_of[i], max(group_of[i] - 1, 0))}
         return sorted({0, len(runs) - 1, *range(0, len(runs), stride), *marked})
 
     def _refine(self, runs: list[range], states: dict[int, State], measure: Callable[[int], State]) -> None:
@@ -228,7 +211,14 @@ class Scanner:
     def _confirmations(self, prober: Prober) -> int:
         return 0 if prober.probe.deterministic else self.confirm
 
-    def _confirm(self, runs: list[range], states: dict[int, State], measure: Callable[..., State], attempts: Callable[[int], int], confirm: int) -> None:
+    def _confirm(
+        self,
+        runs: list[range],
+        states: dict[int, State],
+        measure: Callable[..., State],
+        attempts: Callable[[int], int],
+        confirm: int,
+    ) -> None:
         """Rerun every bad run next to a transition until it has ``1 + confirm`` attempts, so a
         flaky one is not taken for a clean one; attempts stored earlier count."""
         ordered = sorted(states)
@@ -246,30 +236,7 @@ def history_cut_warning(repo: Repo, line: Sequence[str]) -> str | None:
     return f"{cut_at(cut)}: the commits before it are missing, so the scan starts there; {FETCH_MORE}" if cut else None
 
 
-def state_of(verdicts: list[Verdict]) -> State:
-    """A tree's state from the verdicts of its attempts: judged attempts that disagree make it flaky."""
-    judged = {v for v in verdicts if v is not Verdict.SKIP}
-    if len(judged) > 1:
-        return State.FLAKY
-    if not judged:
-        return State.SKIP
-    return State.GOOD if judged == {Verdict.GOOD} else State.BAD
-
-
-def story(scan: ProbeScan, line: list[CommitInfo]) -> str:
-    """The probe's history, newest first: "bad since R (reverts F, #n); fixed before by F; first broken by X"."""
-    if not scan.transitions:
-        states = {s for s in scan.states if s is not None}
-        return "no transition: " + ("bad throughout" if states == {State.BAD} else "good throughout" if State.GOOD in states else "untestable")
-    parts = []
-    for position, t in enumerate(reversed(scan.transitions)):
-        pr = f", #{t.commit.pr_number}" if t.commit.pr_number else ""
-        paired = f" ({t.pair.kind} {t.pair.sha[:12]}{pr})" if t.pair else (f" (#{t.commit.pr_number})" if t.commit.pr_number else "")
-        where = t.commit.sha[:12] if len(t.candidates) == 1 else f"one of {len(t.candidates)} commits up to {t.commit.sha[:12]}"
-        if position == 0:
-            parts.append(f"{'bad' if t.kind is Kind.REGRESSION else 'good'} since {where}{paired}")
-        elif position == len(scan.transitions) - 1 and t.kind is Kind.REGRESSION:
-            parts.append(f"first broken by {where}{paired}")
-        else:
-            parts.append(f"{'broken' if t.kind is Kind.REGRESSION else 'fixed'} before by {where}{paired}")
-    return "; ".join(parts)
+def _stretch(probe: str, s: IndexStretch, infos: list[CommitInfo], measured: list[range]) -> StretchRecord:
+    """``measured[i]`` is the run of commits behind position ``i`` of the stretch's line."""
+    first, last = infos[measured[s.first].start], infos[measured[s.last].stop - 1]
+    return StretchRecord(probe, stretch_kind(s.kind), first.sha, last.sha)

@@ -1,11 +1,13 @@
 """The records every layer shares: commits, environments, runs, bisect sessions and steps,
-transitions, claims. Each is declared here once; the store maps them to rows."""
+transitions and stretches, claims, and the commit-subject patterns. Each is declared here once;
+the store maps them to rows, the scan and the report use them as they are."""
 
 from __future__ import annotations
 
 import enum
 import hashlib
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -17,6 +19,12 @@ StepVerdict = Literal["good", "bad", "skip"]
 FINISHED = "finished"
 """``Store.take_session``'s answer for a session that another process finished meanwhile."""
 SessionStatus = Literal["running", "done", "failed"]
+
+
+PR_SUFFIX = re.compile(r"\s*\(#(\d+)\)\s*$")
+"""A squash merge's pull request at the end of a subject: ``Fix x (#12)``."""
+REVERT_SUBJECT = re.compile(r'^Revert "(?P<subject>.*)"')
+"""The subject GitHub gives a revert: ``Revert "<subject of the reverted commit>"``."""
 
 
 @dataclass(frozen=True)
@@ -166,27 +174,49 @@ class SessionRow:
 class StepRow:
     position: int
     sha: str
-    verdict: str
+    verdict: StepVerdict
     reused: bool
     created_at: datetime
     attempt: int | None = None
     round: int | None = None
 
 
-TransitionKind = Literal["regression", "fix"]
+class TransitionKind(enum.StrEnum):
+    """Which way a probe's state changes at a transition; stored and printed as its value."""
+
+    REGRESSION = "regression"
+    FIX = "fix"
+
+
+PairKind = Literal["reverts", "relands"]
+StretchKind = Literal["untestable", "flaky"]
 
 
 @dataclass(frozen=True)
 class TransitionRecord:
-    """A transition as scans and the scheduled job store it; ``candidates`` lists the commits it may
-    be when untestable ones hide it."""
+    """A transition of a probe at a commit, as the scan finds it and the store and report keep it.
+
+    ``sha`` is the first commit in the new state; ``candidates`` lists the commits it may be when
+    untestable or flaky commits hide it (``(sha,)`` when it is exact). ``pairs_with`` is the commit
+    it reverts or re-lands (``pair_kind``); ``trigger`` says what found it (``scan`` or ``track``)."""
 
     probe: str
     sha: str
     kind: TransitionKind
     pairs_with: str | None
-    pair_kind: str | None
+    pair_kind: PairKind | None
     candidates: tuple[str, ...]
     authored_at: datetime
     trigger: str
     found_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class StretchRecord:
+    """Commits ``first`` .. ``last`` of a line where a probe is untestable or flaky: never a
+    transition themselves, though one may hide among them."""
+
+    probe: str
+    kind: StretchKind
+    first: str
+    last: str

@@ -6,6 +6,7 @@ import enum
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+
 class Outcome(str, enum.Enum):
     """What one probe execution says about a revision.
 
@@ -85,3 +86,22 @@ def flake_estimate(attempts_by_tree: Iterable[Sequence[Verdict]]) -> FlakeEstima
         minority += min(fails, len(judged) - fails)
         runs += len(judged)
     return FlakeEstimate(minority / runs, runs) if runs else None
+
+
+class State(str, enum.Enum):
+    """A commit's state along a line, over all its stored attempts: judged attempts that disagree make it flaky."""
+
+    GOOD = "good"
+    BAD = "bad"
+    SKIP = "skip"
+    FLAKY = "flaky"
+
+
+def state_of(verdicts: Iterable[Verdict]) -> State:
+    """A tree's state from the verdicts of its attempts."""
+    judged = {v for v in verdicts if v is not Verdict.SKIP}
+    if len(judged) > 1:
+        return State.FLAKY
+    if not judged:
+        return State.SKIP
+    return State.GOOD if judged == {Verdict.GOOD} else State.BAD

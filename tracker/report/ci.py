@@ -1,9 +1,4 @@
-"""What a CI job reads: exit statuses, JUnit XML, a markdown summary and JSON.
-
-Exit statuses. 0: every commit asked about was judged and none is bad; 1: one is bad (a probe
-failed); 2: bad usage or input (the CLI's); 3: nothing is bad, but a commit asked about could not
-be judged by any of its probes (every verdict untestable): a green gate would be a lie, a red one
-would blame the code. A bad verdict wins over an unjudged commit.
+"""What a CI job reads: JUnit XML, a markdown summary and JSON (exit statuses are ``tracker.core.exits``).
 
 JUnit. One test case per probe, judged at the tracked head: a probe that fails there (or flakes)
 is a ``<failure>`` whose message says since when ("failing since <culprit>"), whether or not its
@@ -13,50 +8,76 @@ bad, and exit status 3 flags a head that no probe could judge.
 
 from __future__ import annotations
 
-import enum
 import html
 import json
 import re
 import shlex
-from collections.abc import Iterable, Mapping
+from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 from xml.etree import ElementTree
 
-from tracker.core.records import CommitInfo
-from tracker.core.verdicts import Verdict
-from tracker.search.transitions import State
-
-if TYPE_CHECKING:
-    from tracker.scan import ScanReport
-    from tracker.track import HeadVerdict, TrackResult
+from tracker.core.records import CommitInfo, TransitionRecord
+from tracker.core.results import HeadVerdict, ScanReport, TrackResult
+from tracker.core.verdicts import State, Verdict
+from tracker.search.story import story
 
 
-class ExitStatus(enum.IntEnum):
-    OK = 0
-    BAD = 1
-    USAGE = 2
-    UNJUDGED = 3
+def transition_json(t: TransitionRecord, commit: CommitInfo | None) -> dict[str, Any]:
+    """A transition as every ``--json`` and the job's JSON file print it, with its commit's subject and PR."""
+    data = asdict(t)
+    data["authored_at"] = t.authored_at.isoformat()
+    data["found_at"] = t.found_at.isoformat() if t.found_at else None
+    data["subject"] = commit.subject if commit else None
+    data["pr_number"] = commit.pr_number if commit else None
+    return data
 
 
-def exit_status(verdicts_by_commit: Mapping[str, Iterable[Verdict]]) -> ExitStatus:
-    """BAD if any verdict is bad; else UNJUDGED if some commit has no judged verdict; else OK."""
-    by_commit = {sha: set(verdicts) for sha, verdicts in verdicts_by_commit.items()}
-    if any(Verdict.BAD in verdicts for verdicts in by_commit.values()):
-        return ExitStatus.BAD
-    if any(not verdicts - {Verdict.SKIP} for verdicts in by_commit.values()):
-        return ExitStatus.UNJUDGED
-    return ExitStatus.OK
+def scan_json(report: ScanReport) -> dict[str, Any]:
+    return {
+        "first": report.line[0].sha,
+        "last": report.line[-1].sha,
+        "commits": len(report.line),
+        "transitions": [transition_json(t, report.commits[t.sha]) for t in report.transitions],
+        "stretches": [asdict(s) for scan in report.probes for s in scan.stretches],
+        "stories": {scan.probe: story(scan, report.line) for scan in report.probes},
+        "executions": report.executions,
+        "reused": report.reused,
+    }
 
 
-def scan_exit_status(report: ScanReport) -> ExitStatus:
-    """BAD if a probe fails at the range's last commit; else UNJUDGED if no probe could judge any
-    commit of the range; else OK."""
-    if any(scan.states and scan.states[-1] is State.BAD for scan in report.probes):
-        return ExitStatus.BAD
-    if not any(state not in (None, State.SKIP) for scan in report.probes for state in scan.states):
-        return ExitStatus.UNJUDGED
-    return ExitStatus.OK
+def track_json(result: TrackResult) -> dict[str, Any]:
+    return {
+        "target": result.target,
+        "branch": result.branch,
+        "head": result.head,
+        "since": result.since,
+        "commits": result.commits,
+        "executions": result.scan.executions if result.scan else 0,
+        "transitions": scan_json(result.scan)["transitions"] if result.scan else [],
+        "new_regressions": [
+            {
+                **transition_json(r.transition, r.commit),
+                "signature": r.measurement.signature,
+                "metrics": r.measurement.metrics,
+                "parent": r.parent,
+            }
+            for r in result.new_regressions
+        ],
+        "at_head": [_head_json(h) for h in result.at_head],
+        "exit_status": int(result.exit_status),
+    }
+
+
+def _head_json(h: HeadVerdict) -> dict[str, Any]:
+    return {
+        "probe": h.probe,
+        "state": h.state.value,
+        "verdict": h.verdict.value,
+        "signature": h.measurement.signature,
+        "failing_since": h.culprit.sha if h.culprit and h.failing else None,
+        "first": h.first,
+    }
 
 
 def reproduce_command(repo: Path, probe: str, culprit: CommitInfo) -> str:
@@ -84,10 +105,14 @@ def junit_xml(result: TrackResult) -> str:
         signature = h.measurement.signature
         if h.failing:
             kind = "flaky" if h.state is State.FLAKY else "regression"
-            failure = ElementTree.SubElement(case, "failure", type=kind, message=h.failing_since + (f": {signature}" if signature else ""))
+            failure = ElementTree.SubElement(
+                case, "failure", type=kind, message=h.failing_since + (f": {signature}" if signature else "")
+            )
             failure.text = _failure_text(result, h)
         elif h.verdict is Verdict.SKIP:
-            ElementTree.SubElement(case, "skipped", message=f"untestable at {result.head[:12]}: {signature or 'no case applies'}")
+            ElementTree.SubElement(
+                case, "skipped", message=f"untestable at {result.head[:12]}: {signature or 'no case applies'}"
+            )
     return ElementTree.tostring(root, encoding="unicode", xml_declaration=True)
 
 
@@ -109,24 +134,25 @@ def markdown_summary(result: TrackResult, repo: Path) -> str:
     if not result.new_regressions:
         lines.append("No new regression.")
     for r in result.new_regressions:
-        t, m = r.transition, r.measurement
-        pr = f"#{t.commit.pr_number}" if t.commit.pr_number else "—"
+        t, c, m = r.transition, r.commit, r.measurement
+        pr = f"#{c.pr_number}" if c.pr_number else "—"
         metrics = ", ".join(f"{k}={v:.3g}" for k, v in m.metrics.items()) or "—"
         lines += [
             f"### New regression in `{t.probe}`",
             "",
             "| culprit | PR | subject | failure | metrics |",
             "|---|---|---|---|---|",
-            f"| `{t.commit.sha[:12]}` | {pr} | {_cell(t.commit.subject)} | {_cell(m.signature or '')} | {_cell(metrics)} |",
+            f"| `{c.sha[:12]}` | {pr} | {_cell(c.subject)} | {_cell(m.signature or '')} | {_cell(metrics)} |",
             "",
-            f"Reproduce: {_code(reproduce_command(repo, t.probe, t.commit))}",
+            f"Reproduce: {_code(reproduce_command(repo, t.probe, c))}",
             "",
         ]
     if result.scan and result.scan.transitions:
         lines += ["", "| probe | transition | commit | pairs with |", "|---|---|---|---|"]
         for t in result.scan.transitions:
-            pair = f"{t.pair.kind} `{t.pair.sha[:12]}`" if t.pair else ""
-            lines.append(f"| `{t.probe}` | {t.kind.value} | `{t.commit.sha[:12]}` {_cell(t.commit.subject)} | {pair} |")
+            pair = f"{t.pair_kind} `{t.pairs_with[:12]}`" if t.pairs_with else ""
+            subject = _cell(result.scan.commits[t.sha].subject)
+            lines.append(f"| `{t.probe}` | {t.kind.value} | `{t.sha[:12]}` {subject} | {pair} |")
     return "\n".join(lines) + "\n"
 
 
@@ -166,7 +192,7 @@ def write_reports(result: TrackResult, out_dir: Path, repo: Path) -> list[Path]:
     files = {
         "regtrack-junit.xml": junit_xml(result),
         "regtrack-summary.md": markdown_summary(result, repo),
-        "regtrack-track.json": json.dumps(result.to_json(), indent=2, default=str) + "\n",
+        "regtrack-track.json": json.dumps(track_json(result), indent=2, default=str) + "\n",
     }
     written = []
     for name, text in files.items():

@@ -123,10 +123,21 @@ def _best_next(hypotheses: Hypotheses, window: Sequence[int], allowed: Callable[
     for index, (cut, d) in enumerate(pieces):
         rest_fail, rest_pass, rest_h = suffix_fail[index + 1], suffix_pass[index + 1], suffix_h[index + 1]
 
-        def gain(t: int, cut: Stretch = cut, d: list[float] = d) -> float:
+        def gain(
+            t: int,
+            cut: Stretch = cut,
+            d: list[float] = d,
+            rest_fail: list[float] = rest_fail,
+            rest_pass: list[float] = rest_pass,
+            rest_h: float = rest_h,
+            prefix_h: float = prefix_h,
+        ) -> float:
             """I(window + j) up to a constant, j = lo + t - 1: t culprits of the piece at or before j."""
             u = cut.count - t
-            fail = [base_fail[y] + prefix_fail[y] + rest_fail[y] + d[y] * (t * cut.after + u * cut.before) for y in range(size)]
+            fail = [
+                base_fail[y] + prefix_fail[y] + rest_fail[y] + d[y] * (t * cut.after + u * cut.before)
+                for y in range(size)
+            ]
             passed = [
                 base_pass[y] + prefix_pass[y] + rest_pass[y] + d[y] * (t * (1.0 - cut.after) + u * (1.0 - cut.before))
                 for y in range(size)
@@ -134,7 +145,8 @@ def _best_next(hypotheses: Hypotheses, window: Sequence[int], allowed: Callable[
             conditional = base_h + prefix_h + rest_h + cut.mass * (t * entropy(cut.after) + u * entropy(cut.before))
             return _entropy_of(fail) + _entropy_of(passed) - conditional
 
-        for t in nearest_allowed(_argmax_concave(gain, cut.count), 0, cut.count, lambda t, lo=cut.lo: allowed(lo + t - 1)):
+        peak = _argmax_concave(gain, cut.count)
+        for t in nearest_allowed(peak, 0, cut.count, lambda t, lo=cut.lo: allowed(lo + t - 1)):
             g = gain(t)
             j = cut.lo + t - 1
             if g > best_gain + 1e-12 or (abs(g - best_gain) <= 1e-12 and best_j is not None and j < best_j):

@@ -9,80 +9,19 @@ from tracker.search.batch import Hypotheses, Stretch, choose_batch, nearest_allo
 from tracker.search.posterior import Group, View, entropy, posterior_of
 from tracker.search.protocol import DEFAULT_PRIOR_STRENGTH, StrategyAnswer, check_k
 
-# Runs the guard costs a hard breakage once the posterior is sure (measured: two to five).
+# Rounds the guard is expected to add to a hard breakage once the posterior is sure.
 GUARD_ROUNDS = 3
 
 
 class BayesianSearch:
-    """Flake-aware culprit finding: a posterior over "index c is the culprit" (c in 1 .. size-1)
-    and "no culprit" (the failure is flaky; the bad end's failure was noise).
+    """Flake-aware culprit finding: a posterior over "index c is the culprit" and "no culprit".
 
-    **Model.** Each run at index j fails or passes (``SKIP`` runs carry no evidence; the index is
-    never proposed again but stays a possible culprit). Hypotheses, each with its own likelihood
-    of the fail/pass counts:
-
-    * *hard breakage at c*: runs at j >= c always fail; runs at j < c fail at the flake rate f.
-    * *intermittent breakage at c*: runs before c fail at rate f, runs from c on at rate g.
-    * *no culprit*: every run fails at rate f.
-
-    f is unknown with a Beta prior whose mean is the probe's flake rate from history
-    (``flake_rate``) and whose weight is ``prior_strength`` pseudo-runs; g has a Beta prior
-    (``after_prior``) leaning towards high rates. Both are integrated out: the likelihood of
-    F fails and P passes under Beta(a, b) is the Beta-Binomial marginal B(a+F, b+P) / B(a, b)
-    (the binomial coefficients are common to all hypotheses and cancel).
-
-    **Why a mixture.** The prior over models is ``no_culprit_prior`` on "no culprit" and the rest
-    split ``hard_weight`` : 1 - ``hard_weight`` between hard and intermittent, culprits uniform.
-    The hard model is the limit g = 1, which a Beta prior gives zero density: alone, the
-    intermittent model would need several failing reruns before it believes that runs after the
-    culprit always fail, so hard breakages (the common case) would cost runs; alone, the hard
-    model lets one lucky pass after the culprit rule the culprit out for ever. Averaging both
-    (Bayesian model averaging, not selection) keeps the hard model's speed, it converges as fast
-    as a known-noise bisection when the breakage is hard, and the intermittent model's safety: a
-    pass after the culprit only moves the mass to the intermittent component. The posterior over
-    a culprit is the sum of its two components.
-
-    **Cost.** Culprits between two consecutive probed indices share their likelihood, so the
-    posterior is kept per group of such culprits: O(m) work per run for m probed indices,
-    independent of the range's length.
-
-    **Next points.** With one point to choose (and nothing in flight), the index (reruns allowed,
-    the ends included) that maximises the expected information of its run about the hypothesis,
-    I(j) = H(run at j) - E_c[H(run at j | c)], c ranging over the culprits and "no culprit", each
-    with its predictive failure rates (a culprit's hard and intermittent components mixed: the
-    information sought is about *which* commit, not about which model).
-    Within a group I(j) is concave in j, so the best point of each group is found in closed form.
-    For k points or runs in flight: k distinct points, none in flight, chosen greedily by their
-    joint information with the runs in flight (``batch``); an index comes back in later rounds
-    (reruns).
-
-    **Stopping.** Done when the top hypothesis (a single culprit, or "no culprit") reaches
-    ``confidence`` in the posterior and, for a culprit, in the *guard* too, the posterior without
-    the hard model and with a uniform prior on the after-culprit rate (:meth:`_guard`); when
-    ``max_runs`` runs have been recorded (every recorded verdict counts, ends and skips
-    included); or when nothing is left to probe. The guard is what keeps the confidence honest
-    for intermittent bugs: without it, lucky passes just after the culprit let the hard model
-    name a later commit at 0.95 while it is wrong up to 15 % of the time (measured by
-    ``scripts/sim_bisect.py``). It costs a hard breakage two to five more runs, spent at the
-    culprit's parent side. Once the posterior is sure, the next points are chosen in the guard. The guard's rate prior is ``guard_after_prior``, uniform by default, not the
-    search's ``after_prior``: the wrong answers it must stop are named after the true culprit
-    while the hard model still fits, from a few failing runs after the named commit, and under a
-    prior leaning to high rates those runs make a rate near one likely and lucky passes at the
-    parent look conclusive (measured at 0 % flakes and rate 0.5: 10 % wrong at a stated 0.95
-    with the search's prior in the guard, 3 % with the uniform one, for about one more run on a
-    hard breakage).
-
-    **Margin for intermittent bugs.** Once the runs have all but ruled out a hard breakage (the
-    hard model holds less than half the posterior), the culprit rests on an after-culprit failure
-    rate learned from the same runs that place it, and at low rates the posterior overstates
-    itself: at a stated 0.95 the simulation measured 0.84 to 0.92 accuracy for a rate of 0.5.
-    There a culprit must leave ``intermittent_margin`` times less doubt, 1 - (1 - confidence) /
-    margin in the posterior and the guard (0.99 for 0.95 and the default 5). In a hard breakage
-    the hard model keeps most of the posterior, the bar stays at ``confidence``, and the search
-    costs no more runs than without the margin (measured).
-
-    :meth:`posterior` returns a list of length ``size``: index 0 (never a culprit) holds the
-    "no culprit" mass, index c the mass of "c is the culprit"; it sums to 1.
+    Each culprit is a mixture of a hard breakage (every run from c on fails) and an intermittent one
+    (runs from c on fail at an unknown rate); flakes before it fail at the probe's flake rate. Next
+    points maximise the expected information about the culprit; the search stops at ``confidence`` in
+    the posterior and in a guard that assumes an intermittent breakage. README ("How the flake-aware
+    search decides") explains the model; ``scripts/sim_bisect.py`` measures it.
+    ``posterior()`` puts the "no culprit" mass at index 0 and culprit c's at index c.
     """
 
     name = "bayes"
@@ -149,7 +88,15 @@ class BayesianSearch:
     def _update(self) -> list[Group]:
         if self._groups is not None:
             return self._groups
-        found = posterior_of(self.size, self.fails, self.passes, self.flake_prior, self.after_prior, self.no_culprit_prior, self.hard_weight)
+        found = posterior_of(
+            self.size,
+            self.fails,
+            self.passes,
+            self.flake_prior,
+            self.after_prior,
+            self.no_culprit_prior,
+            self.hard_weight,
+        )
         self._groups, self._none, self._none_rate = found.groups, found.none, found.none_rate
         return found.groups
 
@@ -197,13 +144,15 @@ class BayesianSearch:
         if self.hard_weight in (0.0, 1.0):
             return View(self._update(), self._none)
         if self._guard_view is None:
-            found = posterior_of(self.size, self.fails, self.passes, self.flake_prior, self.guard_after_prior, self.no_culprit_prior, 0.0)
+            found = posterior_of(
+                self.size, self.fails, self.passes, self.flake_prior, self.guard_after_prior, self.no_culprit_prior, 0.0
+            )
             self._guard_view = View(found.groups, found.none)
         return self._guard_view
 
     def _culprit_bar(self) -> float:
         """The confidence a culprit must reach: ``confidence``, or with the hard model all but
-        ruled out, the stricter bar of the intermittent margin (see the class docstring)."""
+        ruled out, the stricter bar of the intermittent margin (README: the flake-aware search)."""
         hard_mass = sum(g.count * g.hard for g in self._update())
         if hard_mass >= 0.5:
             return self.confidence

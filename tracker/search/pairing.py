@@ -9,23 +9,21 @@ subject once PR numbers are set aside.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
-from tracker.core.records import CommitInfo
-
-REVERT_SUBJECT = re.compile(r'^Revert "(?P<subject>.*)"')
-PR_SUFFIX = re.compile(r"\s*\(#\d+\)\s*$")
-
-PairKind = Literal["reverts", "relands"]
+from tracker.core.records import PR_SUFFIX, REVERT_SUBJECT, CommitInfo, PairKind
 
 
 @dataclass(frozen=True)
 class Pair:
     sha: str
     kind: PairKind
+
+
+def is_revert(commit: CommitInfo) -> bool:
+    """Whether the commit says it reverts another, by its message or its subject."""
+    return commit.reverts_sha is not None or REVERT_SUBJECT.match(commit.subject) is not None
 
 
 def bare_subject(subject: str) -> str:
@@ -77,7 +75,9 @@ def pair_transitions(
     return pairs
 
 
-def _reverted_by_trees(index: int, trees: Sequence[str], earlier: Sequence[int], line: Sequence[CommitInfo]) -> str | None:
+def _reverted_by_trees(
+    index: int, trees: Sequence[str], earlier: Sequence[int], line: Sequence[CommitInfo]
+) -> str | None:
     if index == 0:
         return None
     for other in reversed(earlier):

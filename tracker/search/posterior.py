@@ -88,9 +88,7 @@ def posterior_of(
     total_p = sum(passes.values())
     n_culprits = size - 1
     log_hard = math.log((1 - no_culprit_prior) * hard_weight / n_culprits) if hard_weight > 0 else -math.inf
-    log_int = (
-        math.log((1 - no_culprit_prior) * (1 - hard_weight) / n_culprits) if hard_weight < 1 else -math.inf
-    )
+    log_int = math.log((1 - no_culprit_prior) * (1 - hard_weight) / n_culprits) if hard_weight < 1 else -math.inf
     raw: list[tuple[int, int, float, float, int, int, int, int]] = []
     f_before = p_before = 0
     for g in range(len(observed) + 1):
@@ -113,7 +111,9 @@ def posterior_of(
     )
     top = max([none_ll] + [max(r[2], r[3]) for r in raw])
     # Normalise: sum over groups of count * (e^hard + e^int) + e^none.
-    total = math.exp(none_ll - top) + sum((r[1] - r[0] + 1) * (math.exp(r[2] - top) + math.exp(r[3] - top)) for r in raw)
+    total = math.exp(none_ll - top) + sum(
+        (r[1] - r[0] + 1) * (math.exp(r[2] - top) + math.exp(r[3] - top)) for r in raw
+    )
     groups = []
     for lo, hi, hard, inter, f_b, n_b, f_a, n_a in raw:
         groups.append(

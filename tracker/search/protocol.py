@@ -45,6 +45,14 @@ class InconsistentVerdicts(ValueError):
 
 @runtime_checkable
 class Strategy(Protocol):
+    """A search over candidates 0 .. size-1: index 0 is the known-good end, the last the known-bad end.
+
+    Its state is the verdicts recorded so far, so a session is rebuilt by replaying its stored steps.
+    ``next_indices(k, in_flight)`` proposes up to ``k`` indices (runs in flight are not proposed again;
+    ``[]`` before ``done()`` means "wait for them"); ``record`` takes one run's verdict (an index may be
+    recorded again; ``SKIP`` is untestable); ``remaining`` and ``rounds_left`` feed progress.
+    """
+
     name: str
 
     def next_indices(self, k: int, in_flight: frozenset[int] = frozenset()) -> list[int]: ...

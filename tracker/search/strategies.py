@@ -1,28 +1,5 @@
-"""Bisection over an ordered list of candidates: pure, no git, database or torch.
-
-Index 0 of the candidates is the known-good end and the last index the known-bad end. A search
-state is just the verdicts seen so far, so a session can be rebuilt from its stored steps and
-resumed at the same point (replay them in the order they were recorded).
-
-Every strategy speaks the :class:`Strategy` protocol:
-
-* ``next_indices(k, in_flight)``: up to ``k`` indices to run next. Runs still in flight count as
-  dividers (they are not proposed again, and the new points are placed around them). ``[]`` means
-  done, or, when ``done()`` is false, "wait for the runs in flight".
-* ``record(index, verdict)``: one run's verdict. The same index may be recorded several times
-  (reruns, or a stored result next to a fresh one); ``SKIP`` means untestable. End verdicts may be
-  recorded too: whether the ends were verified is the caller's business.
-* ``done()`` and ``answer()`` (a :class:`StrategyAnswer`).
-* ``remaining()`` and ``rounds_left(k)``: what is left, for progress: the candidates that may
-  still be the answer (never more for binary and k-ary, 1 once a culprit is pinned down) and the
-  rounds of ``k`` runs the search still expects to need (an estimate for the Bayesian search).
-
-Strategies: :class:`BinarySearch` (plain bisection; k-ary when asked for several points),
-:class:`KarySearch` (the same search under its own name), :class:`BayesianSearch` (flake-aware
-posterior over culprits plus "no culprit") and :class:`AutoSearch` (binary while the verdicts are
-consistent, Bayesian after a contradiction or when history says the probe flakes).
-:func:`make_strategy` builds one by name.
-"""
+"""The search strategies by their CLI names (``make_strategy``); each speaks
+``tracker.search.protocol.Strategy``. Pure: no git, database or torch."""
 
 from __future__ import annotations
 

@@ -22,7 +22,6 @@ from typing import Any
 
 from probes.api import DEFAULT_IMPORT_ROOTS
 from tracker.core.records import StoredRun
-
 from tracker.core.verdicts import Verdict, verdict_of
 
 

@@ -24,7 +24,7 @@ CHUNK = 1 << 20
 Manifest = dict[str, tuple[int, int, int]]
 
 
-class Kind(enum.Enum):
+class EntryKind(enum.Enum):
     TREE = "tree"
     REGULAR = "regular"
     EXECUTABLE = "executable"
@@ -35,12 +35,12 @@ class Kind(enum.Enum):
 @dataclass(frozen=True)
 class Entry:
     path: str
-    kind: Kind
+    kind: EntryKind
     oid: str
 
 
 @dataclass(frozen=True)
-class Base:
+class BaseSnapshot:
     """A sealed snapshot of ``paths`` at ``sha`` whose unchanged files a new snapshot may share:
     a file with the same blob and mode is hard-linked from it instead of written (on a history where
     each commit changes a few files, a snapshot then costs its diff, not its size)."""
@@ -50,7 +50,7 @@ class Base:
     manifest: Manifest
 
 
-def write_tree(repo: Repo, sha: str, paths: Sequence[str], into: Path, base: Base | None = None) -> Manifest:
+def write_tree(repo: Repo, sha: str, paths: Sequence[str], into: Path, base: BaseSnapshot | None = None) -> Manifest:
     """Write ``paths`` as they are at ``sha`` into the empty directory ``into`` and seal it; each written
     file's, symlink's and directory's (size, mtime_ns, mode). Every name is checked before anything is written."""
     with _Objects(repo) as objects:
@@ -64,7 +64,7 @@ def write_tree(repo: Repo, sha: str, paths: Sequence[str], into: Path, base: Bas
 
 @dataclass(frozen=True)
 class _Shared:
-    base: Base
+    base: BaseSnapshot
     entries: dict[str, Entry]
 
     def source(self, entry: Entry) -> str | None:
@@ -143,10 +143,10 @@ def _targets(paths: Sequence[str]) -> list[tuple[str, ...]]:
     return [parts for parts in split if not any(parts[: len(other)] == other for other in split if other != parts)]
 
 
-def _kind(mode: int) -> Kind | None:
+def _kind(mode: int) -> EntryKind | None:
     if stat.S_ISREG(mode):
-        return Kind.EXECUTABLE if mode & stat.S_IXUSR else Kind.REGULAR
-    return {0o40000: Kind.TREE, 0o120000: Kind.SYMLINK, 0o160000: Kind.SUBMODULE}.get(mode)
+        return EntryKind.EXECUTABLE if mode & stat.S_IXUSR else EntryKind.REGULAR
+    return {0o40000: EntryKind.TREE, 0o120000: EntryKind.SYMLINK, 0o160000: EntryKind.SUBMODULE}.get(mode)
 
 
 def _name_problem(name: bytes) -> str | None:
@@ -168,9 +168,9 @@ class _Writer:
     def plan(self, parts: tuple[str, ...]) -> list[Entry]:
         """The entries of one target path, parents first; none when the path is missing at the commit."""
         parents: list[Entry] = []
-        current = Entry("", Kind.TREE, f"{self.sha}^{{tree}}")
+        current = Entry("", EntryKind.TREE, f"{self.sha}^{{tree}}")
         for part in parts:
-            if current.kind is not Kind.TREE:
+            if current.kind is not EntryKind.TREE:
                 return []
             if current.path:
                 parents.append(current)
@@ -186,11 +186,11 @@ class _Writer:
         directories, links = [], []
         for entry in dict.fromkeys(entries):
             target = os.path.join(into, entry.path)
-            if entry.kind in (Kind.TREE, Kind.SUBMODULE):
+            if entry.kind in (EntryKind.TREE, EntryKind.SUBMODULE):
                 if entry.path:
                     os.mkdir(target, 0o755)
                     directories.append(entry.path)
-            elif entry.kind is Kind.SYMLINK:
+            elif entry.kind is EntryKind.SYMLINK:
                 links.append(entry)
             else:
                 written[entry.path] = self._write_file(entry, target)
@@ -206,7 +206,7 @@ class _Writer:
         while stack:
             entry = stack.pop()
             entries.append(entry)
-            if entry.kind is Kind.TREE:
+            if entry.kind is EntryKind.TREE:
                 stack.extend(reversed(self._children(entry)))
         return entries if top.path else entries[1:]
 
@@ -253,7 +253,7 @@ class _Writer:
                 return stat_row(target)
             except OSError:
                 pass  # another filesystem, or the link count is full: write it
-        executable = entry.kind is Kind.EXECUTABLE
+        executable = entry.kind is EntryKind.EXECUTABLE
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         descriptor = os.open(target, flags, 0o755 if executable else 0o644)
         try:
@@ -350,4 +350,3 @@ class _Objects:
 
     def _failed(self, what: str) -> RuntimeError:
         return RuntimeError(f"git cat-file --batch {what} in {self.repo.path}")
-

@@ -32,7 +32,7 @@ from typing import NamedTuple
 from tracker.core.errors import UsageError
 from tracker.targets.revisions import Repo, paths_key, tree_hash_of
 from tracker.targets.setup import Setup, run_setup, seal, unseal
-from tracker.targets.snapshot_writer import Base, Manifest, first_difference, write_tree
+from tracker.targets.snapshot_writer import BaseSnapshot, Manifest, first_difference, write_tree
 
 TEMP_PREFIX = ".tmp-"
 MANIFEST_SUFFIX = ".manifest"
@@ -111,7 +111,7 @@ class SnapshotCache:
         """Where the setup of ``snapshot`` (a path ``materialise`` returns or would) logs."""
         return self.root / SETUP_DIR / f"{snapshot.name}.log"
 
-    def _base(self, paths: Sequence[str], sha: str, target: Path) -> Base | None:
+    def _base(self, paths: Sequence[str], sha: str, target: Path) -> BaseSnapshot | None:
         """A snapshot whose unchanged files the new ``target`` shares: ``target`` itself when a case changed
         it (the same tree, so all but what the case changed), else the one of ``paths`` handed out last."""
         recent = (sha, target) if target.is_dir() else self._recent.get(tuple(paths))
@@ -122,9 +122,17 @@ class SnapshotCache:
             manifest = json.loads(manifest_path(snapshot).read_text())
         except (OSError, ValueError):
             return None
-        return Base(snapshot, sha, manifest)
+        return BaseSnapshot(snapshot, sha, manifest)
 
-    def _build(self, repo: Repo, sha: str, paths: Sequence[str], target: Path, setup: Setup | None, base: Base | None = None) -> None:
+    def _build(
+        self,
+        repo: Repo,
+        sha: str,
+        paths: Sequence[str],
+        target: Path,
+        setup: Setup | None,
+        base: BaseSnapshot | None = None,
+    ) -> None:
         scratch = _new_temporary(self.root)
         try:
             manifest = write_tree(repo, sha, paths, scratch, base)
