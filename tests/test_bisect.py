@@ -8,9 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tracker.core.verdicts import FlakeEstimate, Outcome, Verdict, flake_estimate, verdict_of
 from tracker.search.strategies import BinarySearch, InconsistentVerdicts
-from tracker.core.verdicts import FlakeEstimate, Verdict, flake_estimate, verdict_of
-from probes.api import Outcome
 
 
 def run(size: int, first_bad: int, skipped: frozenset[int] = frozenset()) -> tuple[BinarySearch, int]:
@@ -38,7 +37,11 @@ def test_answer_with_skips_always_holds_the_culprit(data: st.DataObject, size: i
     first_bad = data.draw(st.integers(1, size - 1))
     start = data.draw(st.integers(1, size - 2))
     length = data.draw(st.integers(0, size - 1 - start))
-    skipped = frozenset(range(start, start + length)) - {first_bad} if data.draw(st.booleans()) else frozenset(range(start, start + length))
+    skipped = (
+        frozenset(range(start, start + length)) - {first_bad}
+        if data.draw(st.booleans())
+        else frozenset(range(start, start + length))
+    )
     search, probes = run(size, first_bad, skipped)
     answer = search.answer()
     assert first_bad in answer.candidates

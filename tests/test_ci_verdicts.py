@@ -4,33 +4,32 @@ results found through a commit's target tree. Real git, real SQLite, real worker
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from demo_histories import DemoHistories
 from gitrepo import git
 from hypothesis import given
 from hypothesis import strategies as st
 
 from tracker.bisect_options import BisectOptions, Step, searched
-from tracker.bisect_session import BisectSession
 from tracker.cli.app import main
+from tracker.core.exits import ExitStatus, exit_status
 from tracker.core.verdicts import Verdict
-from tracker.demo.history import DemoManifest, build_demo_history
-from tracker.report.ci import ExitStatus, exit_status
+from tracker.demo.history import DemoManifest
+from tracker.probing import Selection, Watch, bisect
 from tracker.search.strategies import BinarySearch
-from tracker.workspace import ExecutionOptions, Workspace
 
 PROBES = ("--probe", "target_verify_metadata", "--probe", "swa_page_table")
 
 
 @pytest.fixture()
-def demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, DemoManifest]:
+def demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, demo_histories: DemoHistories) -> tuple[Path, DemoManifest]:
     monkeypatch.setenv("REGTRACK_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("REGTRACK_DB_URL", raising=False)
     repo = tmp_path / "demo"
-    return repo, build_demo_history(repo, 60)
+    return repo, demo_histories.copy(60, repo)
 
 
 def regtrack(*args: str) -> Result:
@@ -39,7 +38,9 @@ def regtrack(*args: str) -> Result:
 
 # -- exit statuses ---------------------------------------------------------------------------------
 
-verdict_lists = st.dictionaries(st.text("0123456789abcdef", min_size=1, max_size=4), st.lists(st.sampled_from(Verdict), max_size=4), max_size=5)
+verdict_lists = st.dictionaries(
+    st.text("0123456789abcdef", min_size=1, max_size=4), st.lists(st.sampled_from(Verdict), max_size=4), max_size=5
+)
 
 
 @given(verdict_lists)
@@ -53,7 +54,9 @@ def test_any_bad_verdict_is_bad_else_an_unjudged_commit_is_3(verdicts: dict[str,
 
 
 @given(verdict_lists, st.text("xyz", min_size=1))
-def test_a_commit_only_skipped_makes_a_clean_run_3_and_a_bad_one_1(verdicts: dict[str, list[Verdict]], extra: str) -> None:
+def test_a_commit_only_skipped_makes_a_clean_run_3_and_a_bad_one_1(
+    verdicts: dict[str, list[Verdict]], extra: str
+) -> None:
     clean = {sha: [*v, Verdict.GOOD] for sha, v in verdicts.items() if Verdict.BAD not in v}
     assert exit_status(clean) is ExitStatus.OK
     assert exit_status({**clean, extra: [Verdict.SKIP, Verdict.SKIP]}) is ExitStatus.UNJUDGED
@@ -96,7 +99,18 @@ def test_a_binary_search_fed_inverted_verdicts_finds_the_first_good_index(case: 
 def test_find_fix_names_the_commit_that_fixed_the_overwrite(demo: tuple[Path, DemoManifest]) -> None:
     repo, manifest = demo
     overwrite = manifest.bugs["target_verify_overwrite"]
-    args = ("bisect", "--repo", str(repo), "--probe", "target_verify_metadata", "--find-fix", "--bad", overwrite.introduced, "--good", overwrite.fixed)
+    args = (
+        "bisect",
+        "--repo",
+        str(repo),
+        "--probe",
+        "target_verify_metadata",
+        "--find-fix",
+        "--bad",
+        overwrite.introduced,
+        "--good",
+        overwrite.fixed,
+    )
     found = regtrack(*args, "--json")
     assert found.exit_code == 1, found.output
     report = json.loads(found.stdout)
@@ -132,7 +146,11 @@ def test_a_trusting_bisect_whose_good_end_fails_stops_with_one_line(demo: tuple[
     args = ("bisect", "--repo", str(repo), "--probe", "target_verify_metadata", "--strategy", "binary")
     failing_good = regtrack(*args, "--good", overwrite.introduced, "--bad", overwrite.reverted or "")
     assert failing_good.exit_code == 2, failing_good.output
-    assert failing_good.stderr.strip().splitlines()[-1].startswith(f"regtrack: error: the good end {overwrite.introduced[:12]} is bad")
+    assert (
+        failing_good.stderr.strip()
+        .splitlines()[-1]
+        .startswith(f"regtrack: error: the good end {overwrite.introduced[:12]} is bad")
+    )
 
 
 class Interrupted(Exception):
@@ -144,21 +162,17 @@ def test_a_resumed_find_fix_session_keeps_searching_for_the_fix(demo: tuple[Path
     overwrite = manifest.bugs["target_verify_overwrite"]
     stored: list[str] = []
 
-    def stop_after_the_ends(step: Step, *_: object) -> None:
-        stored.append(step.sha)
-        if len(stored) == 3:
-            raise Interrupted
+    class StopAfterTheEnds(Watch):
+        def bisected(self, step: Step, *_: object) -> None:
+            stored.append(step.sha)
+            if len(stored) == 3:
+                raise Interrupted
 
-    ws = Workspace.open(repo)
-    try:
-        options = ExecutionOptions()
-        with options.executor() as executor:
-            prober = ws.prober(ws.probe("target_verify_metadata"), executor, "bisect")
-            session = BisectSession(ws.store, ws.repo, prober, BisectOptions(strategy="binary", find_fix=True), stop_after_the_ends)
-            with pytest.raises(Interrupted):
-                session.start(overwrite.fixed, overwrite.introduced, asdict(options))
-    finally:
-        ws.close()
+    # fresh: a session is recorded, and interrupted, even where every result is stored
+    selection = Selection(repo, probes=("target_verify_metadata",), fresh=True)
+    search = BisectOptions(strategy="binary", find_fix=True)
+    with pytest.raises(Interrupted):
+        bisect(selection, overwrite.fixed, overwrite.introduced, search, watch=StopAfterTheEnds())
     assert stored[:2] == [overwrite.introduced, overwrite.fixed], "the old end is measured first"
 
     refused = regtrack("bisect", "--repo", str(repo), "--probe", "target_verify_metadata", "--resume", "--find-fix")

@@ -12,19 +12,20 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
-
+from demo_histories import DemoHistories
 from gitrepo import GitRepo
+
 from tracker.cli.app import main
 from tracker.demo.bugs import BROKEN_IMPORT, TARGET_VERIFY_OVERWRITE, apply_edits, read_tree, write_tree
-from tracker.demo.history import DemoManifest, build_demo_history
+from tracker.demo.history import DemoManifest
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, DemoManifest]:
+def demo(tmp_path_factory: pytest.TempPathFactory, demo_histories: DemoHistories) -> tuple[Path, DemoManifest]:
     path = tmp_path_factory.mktemp("history") / "demo"
-    return path, build_demo_history(path, 150)
+    return path, demo_histories.copy(150, path)
 
 
 @pytest.fixture(autouse=True)
@@ -53,16 +54,24 @@ def bisect_json(repo: Path, good: str, bad: str, probe: str = "target_verify_met
 
 
 def parent(repo: Path, sha: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), "rev-parse", f"{sha}^1"], capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", f"{sha}^1"], capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def repository_state(repo: Path) -> tuple[str, str, bytes]:
-    status = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--no-optional-locks"], capture_output=True, text=True).stdout
-    head = (repo / ".git" / "HEAD").read_text() + subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    status = subprocess.run(
+        ["git", "-C", str(repo), "status", "--porcelain", "--no-optional-locks"], capture_output=True, text=True
+    ).stdout
+    head = (repo / ".git" / "HEAD").read_text() + subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout
     return status, head, (repo / ".git" / "index").read_bytes()
 
 
-def test_bisect_names_the_commit_that_slipped_the_bug_in_and_leaves_the_checkout_alone(demo: tuple[Path, DemoManifest]) -> None:
+def test_bisect_names_the_commit_that_slipped_the_bug_in_and_leaves_the_checkout_alone(
+    demo: tuple[Path, DemoManifest],
+) -> None:
     repo, manifest = demo
     (repo / "scratch.txt").write_text("the user's uncommitted work\n")
     before = repository_state(repo)
@@ -93,7 +102,9 @@ def test_bisect_from_the_fix_into_the_revert_stretch_names_the_revert(demo: tupl
 def test_bisect_across_the_untestable_stretch_converges(demo: tuple[Path, DemoManifest]) -> None:
     repo, manifest = demo
     swa = manifest.bugs["swa_partial_page"]
-    root = subprocess.run(["git", "-C", str(repo), "rev-list", "--max-parents=0", "HEAD"], capture_output=True, text=True).stdout.split()[0]
+    root = subprocess.run(
+        ["git", "-C", str(repo), "rev-list", "--max-parents=0", "HEAD"], capture_output=True, text=True
+    ).stdout.split()[0]
     report = bisect_json(repo, root, parent(repo, swa.fixed), probe="swa_page_table")
     assert report["culprit"] == swa.introduced or swa.introduced in report["candidates"]
     skipped = [s for s in report["steps"] if s["verdict"] == "skip"]
@@ -104,7 +115,13 @@ def test_when_only_untestable_commits_remain_the_answer_is_the_range(tmp_path: P
     """A bug introduced inside an untestable stretch can only be placed among it."""
     source = read_tree(PROJECT_ROOT)
     repo = GitRepo(tmp_path / "repo")
-    states = [[], [BROKEN_IMPORT], [BROKEN_IMPORT, TARGET_VERIFY_OVERWRITE.edit], [BROKEN_IMPORT, TARGET_VERIFY_OVERWRITE.edit], [TARGET_VERIFY_OVERWRITE.edit]]
+    states = [
+        [],
+        [BROKEN_IMPORT],
+        [BROKEN_IMPORT, TARGET_VERIFY_OVERWRITE.edit],
+        [BROKEN_IMPORT, TARGET_VERIFY_OVERWRITE.edit],
+        [TARGET_VERIFY_OVERWRITE.edit],
+    ]
     shas = []
     for n, edits in enumerate(states):
         write_tree(apply_edits(source, edits), repo.path)
@@ -159,8 +176,20 @@ def test_a_killed_bisect_resumes_with_the_same_answer(demo: tuple[Path, DemoMani
     args = ["bisect", "--repo", str(repo), "--probe", "target_verify_metadata", "--json"]
     env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
     process = subprocess.Popen(
-        [sys.executable, "-m", "tracker.cli", *args, "--good", manifest.untestable.mended, "--bad", parent(repo, overwrite.fixed)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "tracker.cli",
+            *args,
+            "--good",
+            manifest.untestable.mended,
+            "--bad",
+            parent(repo, overwrite.fixed),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and process.poll() is None:
@@ -182,7 +211,9 @@ def bisect_with(repo: Path, good: str, bad: str, *options: str, probe: str = "ta
     return json.loads(result.stdout)
 
 
-def test_more_workers_take_fewer_rounds_to_the_same_culprit(demo: tuple[Path, DemoManifest], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_more_workers_take_fewer_rounds_to_the_same_culprit(
+    demo: tuple[Path, DemoManifest], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     repo, manifest = demo
     overwrite = manifest.bugs["target_verify_overwrite"]
     ends = (manifest.untestable.mended, parent(repo, overwrite.fixed))
@@ -200,14 +231,25 @@ def test_auto_bisects_the_flaky_stretch_and_learns_that_the_probe_flakes(demo: t
     """Seed 2000 makes the flaky bug's first run at the bad end pass: a contradiction for bisection."""
     repo, manifest = demo
     overwrite = manifest.bugs["target_verify_overwrite"]
-    first = bisect_with(repo, overwrite.relanded or "", manifest.flaky.last, "--seed", "2000", probe="decode_graph_replay")
+    first = bisect_with(
+        repo, overwrite.relanded or "", manifest.flaky.last, "--seed", "2000", probe="decode_graph_replay"
+    )
     assert first["switch_reason"] == "the bad end passed"
     assert first["culprit"] == manifest.flaky.first and not first["no_culprit"]
     assert 0.95 <= first["confidence"] < 1.0
     assert first["fail_rate_before"] == 0.0 and 0.0 < first["fail_rate_after"] < 1.0
     assert first["rounds"] == first["executions"] - 1  # one worker: the two ends share a round, then one run per round
 
-    again = bisect_with(repo, manifest.untestable.mended, manifest.flaky.last, "--max-runs", "2", "--seed", "2000", probe="decode_graph_replay")
+    again = bisect_with(
+        repo,
+        manifest.untestable.mended,
+        manifest.flaky.last,
+        "--max-runs",
+        "2",
+        "--seed",
+        "2000",
+        probe="decode_graph_replay",
+    )
     assert again["flake_rate_prior"] > 0
     assert again["switch_reason"].startswith("the probe's flake rate in history")
     assert again["executions"] <= 2
@@ -216,6 +258,8 @@ def test_auto_bisects_the_flaky_stretch_and_learns_that_the_probe_flakes(demo: t
 def test_max_runs_bounds_the_executions_and_leaves_the_candidates(demo: tuple[Path, DemoManifest]) -> None:
     repo, manifest = demo
     overwrite = manifest.bugs["target_verify_overwrite"]
-    report = bisect_with(repo, manifest.untestable.mended, parent(repo, overwrite.fixed), "--strategy", "binary", "--max-runs", "3")
+    report = bisect_with(
+        repo, manifest.untestable.mended, parent(repo, overwrite.fixed), "--strategy", "binary", "--max-runs", "3"
+    )
     assert report["executions"] == 3
     assert report["culprit"] is None and overwrite.introduced in report["candidates"] and len(report["candidates"]) > 1

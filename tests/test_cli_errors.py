@@ -7,17 +7,17 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from demo_histories import DemoHistories
+from gitrepo import GitRepo
 
 from db.store import Store
-from gitrepo import GitRepo
 from tracker.cli.app import main
-from tracker.demo.history import DemoManifest, build_demo_history
+from tracker.demo.history import DemoManifest
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, DemoManifest]:
-    path = tmp_path_factory.mktemp("history") / "demo"
-    return path, build_demo_history(path, 60)
+def demo(demo_histories: DemoHistories) -> tuple[Path, DemoManifest]:
+    return demo_histories.shared(60)
 
 
 @pytest.fixture(autouse=True)
@@ -47,13 +47,18 @@ def nothing_stored() -> bool:
 
 def test_unknown_revision(demo: tuple[Path, DemoManifest]) -> None:
     repo, manifest = demo
-    assert_usage_error(regtrack("bisect", "--repo", str(repo), "--good", "nope", "--bad", manifest.head), "unknown revision 'nope'")
+    assert_usage_error(
+        regtrack("bisect", "--repo", str(repo), "--good", "nope", "--bad", manifest.head), "unknown revision 'nope'"
+    )
     assert nothing_stored()
 
 
 def test_good_not_an_ancestor_of_bad(demo: tuple[Path, DemoManifest]) -> None:
     repo, manifest = demo
-    assert_usage_error(regtrack("bisect", "--repo", str(repo), "--good", manifest.head, "--bad", manifest.untestable.mended), "not an ancestor")
+    assert_usage_error(
+        regtrack("bisect", "--repo", str(repo), "--good", manifest.head, "--bad", manifest.untestable.mended),
+        "not an ancestor",
+    )
     assert nothing_stored()
 
 
@@ -79,7 +84,9 @@ def test_bad_end_that_passes_is_reported(demo: tuple[Path, DemoManifest]) -> Non
 def test_binary_trusts_one_run_of_each_end(demo: tuple[Path, DemoManifest]) -> None:
     repo, manifest = demo
     overwrite = manifest.bugs["target_verify_overwrite"]
-    result = regtrack("bisect", "--repo", str(repo), "--good", overwrite.fixed, "--bad", manifest.head, "--strategy", "binary")
+    result = regtrack(
+        "bisect", "--repo", str(repo), "--good", overwrite.fixed, "--bad", manifest.head, "--strategy", "binary"
+    )
     assert_usage_error(result, "the bad end", "is good under", "--bad that fails")
 
 
@@ -95,7 +102,9 @@ def test_ends_with_one_target_tree_have_nothing_to_bisect(demo: tuple[Path, Demo
 )
 def test_bad_search_options(demo: tuple[Path, DemoManifest], option: str, value: str) -> None:
     repo, manifest = demo
-    result = regtrack("bisect", "--repo", str(repo), "--good", manifest.untestable.mended, "--bad", manifest.head, option, value)
+    result = regtrack(
+        "bisect", "--repo", str(repo), "--good", manifest.untestable.mended, "--bad", manifest.head, option, value
+    )
     assert result.exit_code == 2 and f"Invalid value for '{option}'" in result.stderr
     assert nothing_stored()
 
@@ -114,7 +123,9 @@ def test_missing_and_bare_repositories(tmp_path: Path) -> None:
 
 def test_unknown_probe_and_target(demo: tuple[Path, DemoManifest]) -> None:
     repo, manifest = demo
-    assert_usage_error(regtrack("run", "--repo", str(repo), "--probe", "nope", "HEAD"), "unknown probe 'nope'", "known probes")
+    assert_usage_error(
+        regtrack("run", "--repo", str(repo), "--probe", "nope", "HEAD"), "unknown probe 'nope'", "known probes"
+    )
     assert_usage_error(regtrack("run", "--repo", str(repo), "--target", "nope", "HEAD"), "nope")
 
 
@@ -150,7 +161,9 @@ def test_locked_database(demo: tuple[Path, DemoManifest], home: Path, monkeypatc
     assert nothing_stored()
 
 
-def test_unwritable_database_location(demo: tuple[Path, DemoManifest], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unwritable_database_location(
+    demo: tuple[Path, DemoManifest], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     repo, manifest = demo
     blocker = tmp_path / "a-file"
     blocker.write_text("")

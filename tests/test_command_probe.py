@@ -34,7 +34,7 @@ from probes.sources import (
     split_command,
 )
 from tracker.core.verdicts import Outcome
-from tracker.report.build import build_report
+from tracker.reporting import build_report
 from tracker.workspace import Workspace
 
 
@@ -58,7 +58,9 @@ def sh(script: str, cwd: Path, timeout_s: float | None = None):
         ("exit 137", Outcome.ERROR, "a process of the command (exit 137) killed by SIGKILL, out of memory?"),
     ],
 )
-def test_exit_codes_read_as_git_bisect_run_reads_them(tmp_path: Path, script: str, outcome: Outcome, signature: str | None) -> None:
+def test_exit_codes_read_as_git_bisect_run_reads_them(
+    tmp_path: Path, script: str, outcome: Outcome, signature: str | None
+) -> None:
     result = sh(script, tmp_path)
     assert (result.outcome, result.signature) == (outcome, signature)
 
@@ -74,7 +76,10 @@ def test_the_command_runs_in_the_directory_with_no_stdin_and_its_output_tail_is_
 def test_a_sigkill_a_shell_reports_as_exit_137_reads_as_the_commands_own_sigkill(tmp_path: Path) -> None:
     (tmp_path / "check.sh").write_text("sleep 30 &\nkill -9 $!\nwait $!\n")
     result = run_command(["sh", "check.sh"], tmp_path)
-    assert (result.outcome, result.signature) == (Outcome.ERROR, "a process of the command (exit 137) killed by SIGKILL, out of memory?")
+    assert (result.outcome, result.signature) == (
+        Outcome.ERROR,
+        "a process of the command (exit 137) killed by SIGKILL, out of memory?",
+    )
 
 
 def test_an_untestable_exit_is_stored_listed_and_queried_as_skip(tmp_path: Path) -> None:
@@ -83,7 +88,9 @@ def test_an_untestable_exit_is_stored_listed_and_queried_as_skip(tmp_path: Path)
     env = {**os.environ, "REGTRACK_HOME": str(tmp_path / "home")}
 
     def regtrack(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "tracker.cli", *args], cwd=repo.path, env=env, capture_output=True, text=True)
+        return subprocess.run(
+            [sys.executable, "-m", "tracker.cli", *args], cwd=repo.path, env=env, capture_output=True, text=True
+        )
 
     ran = regtrack("run", "--command", "sh -c 'exit 125'", "HEAD", "--json")
     assert ran.returncode == 3, ran.stderr
@@ -96,12 +103,21 @@ def test_an_untestable_exit_is_stored_listed_and_queried_as_skip(tmp_path: Path)
         assert list(db.execute("SELECT outcome, signature FROM runs")) == [("skip", "exit 125 (untestable)")]
 
 
-def test_the_report_explains_an_untestable_exit_with_its_signature(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_report_explains_an_untestable_exit_with_its_signature(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     repo = GitRepo(tmp_path / "repo")
-    config = '[targets.app]\nrepo = "."\npaths = ["src"]\n\n[targets.app.probes.check]\ncommand = ["sh", "-c", "exit 125"]\n'
+    config = (
+        '[targets.app]\nrepo = "."\npaths = ["src"]\n\n[targets.app.probes.check]\ncommand = ["sh", "-c", "exit 125"]\n'
+    )
     sha = repo.commit("Add the app", {"src/app.txt": "app\n", "regtrack.toml": config})
     monkeypatch.setenv("REGTRACK_HOME", str(tmp_path / "home"))
-    ran = subprocess.run([sys.executable, "-m", "tracker.cli", "run", "--probe", "check", "HEAD"], cwd=repo.path, capture_output=True, text=True)
+    ran = subprocess.run(
+        [sys.executable, "-m", "tracker.cli", "run", "--probe", "check", "HEAD"],
+        cwd=repo.path,
+        capture_output=True,
+        text=True,
+    )
     assert ran.returncode == 3, ran.stderr
     ws = Workspace.open(repo.path)
     try:
@@ -113,7 +129,10 @@ def test_the_report_explains_an_untestable_exit_with_its_signature(tmp_path: Pat
 
 def test_a_missing_program_fails_with_its_reason(tmp_path: Path) -> None:
     result = run_command(["./no-such-check.sh"], tmp_path)
-    assert result.outcome is Outcome.FAIL and result.signature == "cannot run './no-such-check.sh': No such file or directory"
+    assert (
+        result.outcome is Outcome.FAIL
+        and result.signature == "cannot run './no-such-check.sh': No such file or directory"
+    )
 
 
 def test_past_its_timeout_the_command_and_what_it_started_are_killed(tmp_path: Path) -> None:
@@ -136,7 +155,10 @@ def test_a_command_that_leaves_a_child_behind_is_judged_by_its_own_exit(tmp_path
 def test_what_left_the_commands_process_group_but_not_its_session_is_killed(tmp_path: Path) -> None:
     pid_file = tmp_path / "regrouped.pid"
     regroup = f"import os, time; os.setpgid(0, 0); open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
-    script = f"{shlex.quote(sys.executable)} -c {shlex.quote(regroup)} & while [ ! -s {pid_file} ]; do sleep 0.01; done; exit 0"
+    script = (
+        f"{shlex.quote(sys.executable)} -c {shlex.quote(regroup)} & "
+        f"while [ ! -s {pid_file} ]; do sleep 0.01; done; exit 0"
+    )
     assert sh(script, tmp_path, timeout_s=30).outcome is Outcome.PASS
     assert not alive(int(pid_file.read_text()))
 
@@ -161,9 +183,17 @@ def write_metrics(payload: str) -> str:
 def test_metrics_and_signature_from_the_metrics_file(tmp_path: Path) -> None:
     payload = json.dumps({"metrics": {"max_abs_error": 0.25, "mismatched": 3}, "signature": "add(2, 2) == 5"})
     failed = sh(f"{write_metrics(payload)}; exit 1", tmp_path)
-    assert (failed.outcome, failed.metrics, failed.signature) == (Outcome.FAIL, {"max_abs_error": 0.25, "mismatched": 3.0}, "add(2, 2) == 5")
+    assert (failed.outcome, failed.metrics, failed.signature) == (
+        Outcome.FAIL,
+        {"max_abs_error": 0.25, "mismatched": 3.0},
+        "add(2, 2) == 5",
+    )
     passed = sh(f"{write_metrics(payload)}; exit 0", tmp_path)
-    assert (passed.outcome, passed.metrics, passed.signature) == (Outcome.PASS, {"max_abs_error": 0.25, "mismatched": 3.0}, None)
+    assert (passed.outcome, passed.metrics, passed.signature) == (
+        Outcome.PASS,
+        {"max_abs_error": 0.25, "mismatched": 3.0},
+        None,
+    )
 
 
 @pytest.mark.parametrize(
@@ -180,7 +210,9 @@ def test_metrics_and_signature_from_the_metrics_file(tmp_path: Path) -> None:
         ('{"signature": 7}', "signature must be a string, not int"),
     ],
 )
-def test_a_malformed_metrics_file_is_noted_in_the_detail_and_ignored(tmp_path: Path, payload: str, problem: str) -> None:
+def test_a_malformed_metrics_file_is_noted_in_the_detail_and_ignored(
+    tmp_path: Path, payload: str, problem: str
+) -> None:
     result = sh(f"{write_metrics(payload)}; echo checked; exit 1", tmp_path)
     assert (result.outcome, result.metrics, result.signature) == (Outcome.FAIL, {}, "exit 1")
     first, last = result.detail.splitlines()[0], result.detail.splitlines()[-1]
@@ -215,7 +247,9 @@ finite = st.floats(allow_nan=False, allow_infinity=False) | st.integers(min_valu
 
 
 @given(st.dictionaries(st.text(max_size=8), finite, max_size=5), st.none() | st.text(max_size=20))
-def test_well_formed_metrics_pass_validation_and_read_back(tmp_path_factory: pytest.TempPathFactory, metrics: dict, signature: str | None) -> None:
+def test_well_formed_metrics_pass_validation_and_read_back(
+    tmp_path_factory: pytest.TempPathFactory, metrics: dict, signature: str | None
+) -> None:
     data = {"metrics": metrics, "signature": signature}
     assert metrics_problem(data) is None
     path = tmp_path_factory.mktemp("metrics") / "m.json"
@@ -223,7 +257,11 @@ def test_well_formed_metrics_pass_validation_and_read_back(tmp_path_factory: pyt
     assert read_metrics(path) == ({k: float(v) for k, v in metrics.items()}, signature, None)
 
 
-@given(st.lists(st.text(alphabet=st.characters(blacklist_characters="\x00"), min_size=1, max_size=10), min_size=1, max_size=6))
+@given(
+    st.lists(
+        st.text(alphabet=st.characters(blacklist_characters="\x00"), min_size=1, max_size=10), min_size=1, max_size=6
+    )
+)
 def test_a_command_line_splits_back_into_its_words_and_names_itself_stably(argv: list[str]) -> None:
     assert split_command(shlex.join(argv)) == argv
     name = adhoc_command_name(argv)
@@ -233,7 +271,9 @@ def test_a_command_line_splits_back_into_its_words_and_names_itself_stably(argv:
 
 
 def test_a_spec_survives_the_trip_to_the_worker(tmp_path: Path) -> None:
-    spec = ProbeSpec("attn", Source.COMMAND, command=("sh", "ci/check.sh"), inputs=("ci/check.sh",), base=str(tmp_path), version=3)
+    spec = ProbeSpec(
+        "attn", Source.COMMAND, command=("sh", "ci/check.sh"), inputs=("ci/check.sh",), base=str(tmp_path), version=3
+    )
     assert ProbeSpec.from_json(json.loads(json.dumps(spec.to_json()))) == spec
     assert spec.argv() == ["sh", str(tmp_path / "ci" / "check.sh")]
 
@@ -242,7 +282,10 @@ def test_a_command_probes_code_hash_follows_its_command_line_and_inputs(tmp_path
     (tmp_path / "check.sh").write_text("exit 0\n")
     first = resolve(command_spec("c", ["sh", "check.sh"], tmp_path, inputs=("check.sh",)))
     assert resolve(command_spec("c", ["sh", "check.sh"], tmp_path, inputs=("check.sh",))).code_hash == first.code_hash
-    assert resolve(command_spec("c", ["sh", "check.sh", "-x"], tmp_path, inputs=("check.sh",))).code_hash != first.code_hash
+    assert (
+        resolve(command_spec("c", ["sh", "check.sh", "-x"], tmp_path, inputs=("check.sh",))).code_hash
+        != first.code_hash
+    )
     (tmp_path / "check.sh").write_text("exit 0 # edited\n")
     assert resolve(command_spec("c", ["sh", "check.sh"], tmp_path, inputs=("check.sh",))).code_hash != first.code_hash
     assert first.version == 1 and [case.id for case in first.cases] == ["command"]

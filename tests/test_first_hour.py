@@ -67,7 +67,9 @@ def bisect_json(repo: GitRepo, *args: str) -> dict:
 
 
 @pytest.mark.parametrize("command", [("./check.sh",), ("sh", "check.sh"), ("python3", "bisect_check.py")])
-def test_an_untracked_check_in_the_directory_finds_what_git_bisect_run_finds(repo: GitRepo, command: tuple[str, ...]) -> None:
+def test_an_untracked_check_in_the_directory_finds_what_git_bisect_run_finds(
+    repo: GitRepo, command: tuple[str, ...]
+) -> None:
     line = shas(repo)
     git_culprit, git_executions = git_bisect_run(repo, line[0], line[-1], *command)
     assert git_culprit == line[CULPRIT]
@@ -178,7 +180,9 @@ def test_init_writes_a_starter_config_that_runs_nothing_until_a_probe_is_written
     listed = regtrack("run", "HEAD", cwd=repo.path)
     assert listed.exit_code == 2 and "lists no probes" in listed.stderr
     assert regtrack("init", cwd=repo.path).exit_code == 2  # never over an existing config
-    (repo.path / "regtrack.toml").write_text(text.replace("# [targets", "[targets").replace('# command = "sh check.sh"', 'command = "sh check.sh"'))
+    (repo.path / "regtrack.toml").write_text(
+        text.replace("# [targets", "[targets").replace('# command = "sh check.sh"', 'command = "sh check.sh"')
+    )
     assert regtrack("run", "HEAD", cwd=repo.path).exit_code == 1
     assert regtrack("init", "sglang", "--print", cwd=repo.path).stdout.startswith("# regtrack's SGLang target")
 
@@ -203,9 +207,12 @@ def test_run_says_why_a_revision_was_untestable_when_only_its_output_says_it(rep
     assert json.loads(result.stdout)[0]["signature"] == "exit 125 (untestable)"
     module = repo.path / "skipping.py"
     module.write_text(
-        "from probes.api import Outcome, ProbeResult\n"
+        "from probes.api import ProbeResult\n"
+        "from tracker.core.verdicts import Outcome\n"
         "def check(ctx, params):\n    return ProbeResult(Outcome.SKIP, detail='needs a GPU: none visible\\nmore')\n"
     )
-    (repo.path / "regtrack.toml").write_text('[targets.t]\nrepo = "."\n[targets.t.probes.skipping]\nmodule = "skipping.py:check"\n')
+    (repo.path / "regtrack.toml").write_text(
+        '[targets.t]\nrepo = "."\n[targets.t.probes.skipping]\nmodule = "skipping.py:check"\n'
+    )
     listed = regtrack("run", "HEAD", "--json", cwd=repo.path)
     assert listed.exit_code == 3 and json.loads(listed.stdout)[0]["signature"] == "needs a GPU: none visible"

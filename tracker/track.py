@@ -21,111 +21,20 @@ import fcntl
 import hashlib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from db.paths import data_dir
 from tracker.core.errors import UsageError
-from tracker.core.records import CommitInfo, TransitionRecord
-from tracker.core.verdicts import Verdict
-from tracker.execution.executors import Executor
-from tracker.measure import Measurement, Prober
-from tracker.report.ci import ExitStatus, exit_status
-from tracker.scan import Progress, Scanner, ScanReport, ScanTransition, state_of
-from tracker.search.transitions import Kind, State
+from tracker.core.records import CommitInfo, TransitionKind
+from tracker.core.results import HeadVerdict, NewRegression, ScanReport, TrackResult
+from tracker.core.verdicts import State, state_of
+from tracker.measure import Prober
+from tracker.scan import Progress, Scanner
 from tracker.workspace import Workspace
 
 if TYPE_CHECKING:
     from db.engine import Database
-
-
-@dataclass(frozen=True)
-class NewRegression:
-    transition: ScanTransition
-    measurement: Measurement
-    parent: str
-
-
-@dataclass(frozen=True)
-class HeadVerdict:
-    """A probe at the tracked head: its state over the head tree's stored attempts, its latest
-    measurement, and the regression it has failed since (None when it passes, or when no
-    regression before the head is known: it failed already at ``first``, the oldest commit the
-    job looked at)."""
-
-    probe: str
-    state: State
-    measurement: Measurement
-    first: str
-    culprit: CommitInfo | None = None
-
-    @property
-    def failing(self) -> bool:
-        """A flaky head fails some of its runs: for a gate, as failing as a bad one."""
-        return self.state in (State.BAD, State.FLAKY)
-
-    @property
-    def verdict(self) -> Verdict:
-        if self.failing:
-            return Verdict.BAD
-        return Verdict.GOOD if self.state is State.GOOD else Verdict.SKIP
-
-    @property
-    def failing_since(self) -> str:
-        """The JUnit message: since the culprit, or since ``first`` or earlier when none is known."""
-        if self.culprit is not None:
-            return f"failing since {self.culprit.sha[:12]}"
-        return f"failing since {self.first[:12]} or earlier"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "probe": self.probe,
-            "state": self.state.value,
-            "verdict": self.verdict.value,
-            "signature": self.measurement.signature,
-            "failing_since": self.culprit.sha if self.culprit and self.failing else None,
-            "first": self.first,
-        }
-
-
-@dataclass
-class TrackResult:
-    target: str
-    branch: str
-    head: str
-    since: str | None
-    commits: int
-    scan: ScanReport | None = None
-    new_regressions: list[NewRegression] = field(default_factory=list)
-    new_transitions: list[TransitionRecord] = field(default_factory=list)
-    at_head: list[HeadVerdict] = field(default_factory=list)
-
-    @property
-    def exit_status(self) -> ExitStatus:
-        return exit_status({self.head: [h.verdict for h in self.at_head]})
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "target": self.target,
-            "branch": self.branch,
-            "head": self.head,
-            "since": self.since,
-            "commits": self.commits,
-            "executions": self.scan.executions if self.scan else 0,
-            "transitions": self.scan.to_json()["transitions"] if self.scan else [],
-            "new_regressions": [
-                {
-                    **r.transition.to_json(),
-                    "signature": r.measurement.signature,
-                    "metrics": r.measurement.metrics,
-                    "parent": r.parent,
-                }
-                for r in self.new_regressions
-            ],
-            "at_head": [h.to_json() for h in self.at_head],
-            "exit_status": int(self.exit_status),
-        }
 
 
 @contextmanager
@@ -135,7 +44,8 @@ def track_lock(store: Database, repo_path: Path, target: str, wait: bool) -> Ite
     if store.shared:
         with store.advisory_lock(int(key[:15], 16), wait) as held:
             if not held:
-                raise UsageError(f"{busy} (on another host or here; lock {key} of {store.where}); pass --wait to queue behind it")
+                where = f"on another host or here; lock {key} of {store.where}"
+                raise UsageError(f"{busy} ({where}); pass --wait to queue behind it")
             yield
         return
     path = data_dir() / "locks" / f"track-{key}.lock"
@@ -148,9 +58,8 @@ def track_lock(store: Database, repo_path: Path, target: str, wait: bool) -> Ite
         yield
 
 
-def run_track(
-    ws: Workspace, branch: str, executor: Executor, seed: int | None, probers: list[Prober], progress: Progress | None = None
-) -> TrackResult:
+def run_track(ws: Workspace, branch: str, probers: list[Prober], progress: Progress | None = None) -> TrackResult:
+    """The job over ``branch`` with ``probers``: new commits scanned, transitions recorded, the head judged."""
     repo_id = probers[0].repo_id
     head = ws.repo.head_of(branch)
     since = ws.store.last_tracked(repo_id, ws.target.name, branch)
@@ -159,15 +68,16 @@ def run_track(
     trees = probers[0].record_commits(line)
     if since != head:
         result.commits = len(line) - (0 if since is None else 1)
-        result.scan = Scanner(ws.repo, probers, progress=progress).scan(line)
-        records = [_record(t, "track") for t in result.scan.transitions]
-        result.new_transitions = ws.store.record_transitions(repo_id, ws.target.name, records)
-        new_shas = {(t.probe, t.sha) for t in result.new_transitions if t.kind == Kind.REGRESSION.value}
+        result.scan = Scanner(ws.repo, probers, progress=progress, trigger="track").scan(line)
+        result.new_transitions = ws.store.record_transitions(repo_id, ws.target.name, result.scan.transitions)
+        new_shas = {(t.probe, t.sha) for t in result.new_transitions if t.kind == TransitionKind.REGRESSION}
         by_probe = {p.probe.name: p for p in probers}
         for t in result.scan.transitions:
-            if (t.probe, t.commit.sha) in new_shas:
-                measurement = by_probe[t.probe].measure(t.commit.sha, trees[t.commit.sha])
-                result.new_regressions.append(NewRegression(t, measurement, t.commit.parents[0] if t.commit.parents else ""))
+            if (t.probe, t.sha) in new_shas:
+                commit = result.scan.commits[t.sha]
+                measurement = by_probe[t.probe].measure(t.sha, trees[t.sha])
+                parent = commit.parents[0] if commit.parents else ""
+                result.new_regressions.append(NewRegression(t, commit, measurement, parent))
     result.at_head = [_at_head(ws, prober, result.scan, line[0], head, trees[head]) for prober in probers]
     ws.store.set_tracked(repo_id, ws.target.name, branch, head)
     return result
@@ -185,27 +95,13 @@ def _failing_since(ws: Workspace, prober: Prober, scan: ScanReport | None, head:
     """The last regression of the probe before the head: the scan's last transition, else the
     newest stored transition on the head's history; None when that one is a fix, or there is none."""
     name = prober.probe.name
-    found = [t for t in scan.transitions if t.probe == name] if scan else []
-    if found:
-        return found[-1].commit if found[-1].kind is Kind.REGRESSION else None
+    if scan is not None and (found := [t for t in scan.transitions if t.probe == name]):
+        return scan.commits[found[-1].sha] if found[-1].kind is TransitionKind.REGRESSION else None
     for t in reversed(ws.store.transitions(prober.repo_id, ws.target.name, name)):
         if ws.repo.is_ancestor(t.sha, head):
-            return ws.store.commit(prober.repo_id, t.sha) if t.kind == Kind.REGRESSION.value else None
+            return ws.store.commit(prober.repo_id, t.sha) if t.kind == TransitionKind.REGRESSION else None
     return None
 
 
-def _record(t: ScanTransition, trigger: str) -> TransitionRecord:
-    return TransitionRecord(
-        probe=t.probe,
-        sha=t.commit.sha,
-        kind=t.kind.value,  # type: ignore[arg-type]
-        pairs_with=t.pair.sha if t.pair else None,
-        pair_kind=t.pair.kind if t.pair else None,
-        candidates=t.candidates,
-        authored_at=t.commit.authored_at,
-        trigger=trigger,
-    )
-
-
 def record_scan(ws: Workspace, repo_id: int, report: ScanReport) -> None:
-    ws.store.record_transitions(repo_id, ws.target.name, [_record(t, "scan") for t in report.transitions])
+    ws.store.record_transitions(repo_id, ws.target.name, report.transitions)

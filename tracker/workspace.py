@@ -1,37 +1,28 @@
 """What a command works on: the config's target, its repository, the store and the snapshot cache.
 
-The measuring machinery (executors, the prober, bisect sessions) is imported where a workspace
-hands it out, so that a query, which only reads the store, loads none of it."""
+The executors are imported where ``ExecutionOptions`` builds one, so that a query, which only
+reads the store, loads none of them."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING
 
-from db.readonly import NotStored, ReadOnlyStore
-
-from tracker.core.records import SessionRow
 from probes.api import Probe
-from probes.registry import ProbeLoadError, known_names
+from probes.registry import MissingRequirement, ProbeLoadError, known_names
 from probes.sources import ProbeSpec, Source, adhoc_command_name, command_spec, resolve, split_command
-
+from tracker.core.errors import UsageError
+from tracker.execution.protocol import import_probe_modules
 from tracker.targets.command_inputs import worktree_inputs
 from tracker.targets.config import Config, ExecutorConfig, Target, load_config
-from tracker.core.errors import UsageError
 from tracker.targets.revisions import ROOT_PATH, Repo
 from tracker.targets.snapshots import SnapshotCache
-from tracker.execution.protocol import import_probe_modules
 
 if TYPE_CHECKING:
     from db.store import Store
     from tracker.execution.executors import Executor
-    from tracker.measure import Prober
-
-S = TypeVar("S", "Store", ReadOnlyStore)
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -70,41 +61,43 @@ class ExecutionOptions:
                 self.device, self.resolved_dtype, self.workers, self.timeout_s, address, configured.gpus_per_actor
             )
         return LocalExecutor(
-            self.device, self.resolved_dtype, workers=self.workers, timeout_s=self.timeout_s, gpu_told_by_nvidia_smi=gpu_told_by_nvidia_smi
+            self.device,
+            self.resolved_dtype,
+            workers=self.workers,
+            timeout_s=self.timeout_s,
+            gpu_told_by_nvidia_smi=gpu_told_by_nvidia_smi,
         )
 
 
 @dataclass
-class Workspace(Generic[S]):
-    """``store`` is ``db.store.Store``, or for a command that may find everything it needs stored
-    (``open_read_only``), ``db.readonly.ReadOnlyStore``."""
+class Workspace:
+    """``store`` is open read-only for a command that may find everything it needs stored
+    (``open_read_only``)."""
 
     config: Config
     target: Target
     repo: Repo
-    store: S
+    store: Store
     snapshots: SnapshotCache
     cwd: Path
     """The directory the command was given from: where ``--command`` finds the files it names."""
 
     @classmethod
-    def open(cls, repo: Path | None = None, target: str | None = None, cwd: Path | None = None) -> Workspace[Store]:
-        from db.store import Store
-
-        return _opened(Store.open, repo, target, cwd)
+    def open(cls, repo: Path | None = None, target: str | None = None, cwd: Path | None = None) -> Workspace:
+        return _opened(repo, target, cwd, read_only=False)
 
     @classmethod
-    def open_read_only(cls, repo: Path | None = None, target: str | None = None, cwd: Path | None = None) -> Workspace[ReadOnlyStore]:
-        """Over the store's SQLite file read without SQLAlchemy; ``db.readonly.NotStored`` when it
-        cannot be (another database, one not at the newest schema revision)."""
-        return _opened(ReadOnlyStore.open, repo, target, cwd)
+    def open_read_only(cls, repo: Path | None = None, target: str | None = None, cwd: Path | None = None) -> Workspace:
+        """Over the store opened read-only; ``db.errors.NotStored`` where it cannot be (no database
+        yet, one behind the newest schema revision) and wherever a write is asked of it."""
+        return _opened(repo, target, cwd, read_only=True)
 
     def close(self) -> None:
         """Close the store; at most once an hour, bound the snapshot cache with the default limits."""
         self.store.close()
         self.snapshots.auto_gc()
 
-    def __enter__(self) -> Workspace[S]:
+    def __enter__(self) -> Workspace:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -119,20 +112,24 @@ class Workspace(Generic[S]):
         except KeyError:
             known = ", ".join(dict.fromkeys([*self.target.probe_specs, *known_names()]))
             raise UsageError(f"unknown probe {chosen!r}; known probes: {known}") from None
+        except MissingRequirement as error:
+            raise UsageError(str(error)) from None
         except ProbeLoadError as error:
             raise UsageError(f"probe {chosen!r}: {error}") from None
 
-    def command_probe(self, command: str) -> Probe:
-        """The probe of ``--command``: the command line run in a snapshot of the whole repository, named
-        after it, so the same command line finds its stored results. The target's paths become ``.``."""
+    def command_probe(self, command: str) -> tuple[Workspace, Probe]:
+        """The probe of ``--command`` and the workspace it measures in: the command line run in a
+        snapshot of the whole repository, named after it, so the same command line finds its stored
+        results. The workspace returned is a copy whose target's paths are ``.``; this one is unchanged."""
         try:
             argv = split_command(command)
         except ValueError as error:
             raise UsageError(f"--command cannot be split like a shell would ({error}); balance its quotes") from None
         if not argv:
             raise UsageError("--command is empty; give the command to run, as for git bisect run")
-        self.target = replace(self.target, paths=(ROOT_PATH,))
-        return resolve(command_spec(adhoc_command_name(argv), argv, self.cwd, worktree_inputs(argv, self.cwd, self.repo)))
+        whole = replace(self, target=replace(self.target, paths=(ROOT_PATH,)))
+        inputs = worktree_inputs(argv, self.cwd, self.repo)
+        return whole, resolve(command_spec(adhoc_command_name(argv), argv, self.cwd, inputs))
 
     def _with_worktree_inputs(self, spec: ProbeSpec) -> ProbeSpec:
         """A configured command with the untracked files it names (besides its ``inputs``) taken
@@ -159,37 +156,15 @@ class Workspace(Generic[S]):
             f"or a [targets.{self.target.name}.probes.P] table to it, or pass --command CMD"
         )
 
-    def unfinished_bisect(self: Workspace[Store], probe: Probe) -> SessionRow:
-        """The newest unfinished bisect of this target with ``probe``, for ``--resume``."""
-        from tracker.bisect_options import open_session
 
-        probe_id = self.store.probe_version(probe.name, probe.version, probe.code_hash)
-        return open_session(self.store, self.store.repository(self.repo.path), self.target.name, probe_id, probe.name)
+def _opened(repo: Path | None, target: str | None, cwd: Path | None, read_only: bool) -> Workspace:
+    from db.store import Store
 
-    def prober(self, probe: Probe, executor: Executor, trigger: str, seed: int | None = None, fresh: bool = False) -> Prober:
-        from tracker.measure import Prober
-
-        return Prober(self.store, self.repo, self.target, probe, executor, self.snapshots, trigger, seed, fresh)
-
-
-def ask(repo: Path | None, target: str | None, question: Callable[[Workspace[Any]], T]) -> T:
-    """``question`` answered over the read-only store (no SQLAlchemy to import), or, where that
-    store cannot answer it (another database, another schema revision, nothing recorded yet), over
-    the full store. ``question`` only reads, so asking it twice changes nothing."""
-    try:
-        with Workspace.open_read_only(repo, target) as ws:
-            return question(ws)
-    except NotStored:
-        pass
-    with Workspace.open(repo, target) as ws:
-        return question(ws)
-
-
-def _opened(open_store: Callable[[str | None], S], repo: Path | None, target: str | None, cwd: Path | None) -> Workspace[S]:
     start = cwd or Path.cwd()
     config = load_config(start, repo)
     chosen = config.target(target)
-    return Workspace(config, chosen, Repo(chosen.repo), open_store(database_url(config)), SnapshotCache(), start)
+    store = Store.open(database_url(config), read_only=read_only)
+    return Workspace(config, chosen, Repo(chosen.repo), store, SnapshotCache(), start)
 
 
 def database_url(config: Config) -> str | None:

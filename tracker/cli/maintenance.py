@@ -15,12 +15,11 @@ from tracker.cli.app import (
     err,
     execution_options,
     execution_settings,
-    main,
     out,
     workspace,
 )
-from tracker.targets.snapshots import SnapshotCache
 from tracker.core.errors import UsageError
+from tracker.targets.snapshots import SnapshotCache
 from tracker.targets.templates import TEMPLATES, config_text, write_init
 
 SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -41,9 +40,21 @@ class Quantity(click.ParamType):
         return float(match.group(1)) * self.units[unit]
 
 
-@main.command()
-@click.option("--max-size", default="10G", show_default=True, type=Quantity("size", SIZE_UNITS, "10G or 500M"), help="Keep the snapshot cache under this size, removing the least recently used first.")
-@click.option("--max-age", default="30d", show_default=True, type=Quantity("age", AGE_UNITS, "30d or 12h"), help="Remove snapshots unused for longer.")
+@click.command()
+@click.option(
+    "--max-size",
+    default="10G",
+    show_default=True,
+    type=Quantity("size", SIZE_UNITS, "10G or 500M"),
+    help="Keep the snapshot cache under this size, removing the least recently used first.",
+)
+@click.option(
+    "--max-age",
+    default="30d",
+    show_default=True,
+    type=Quantity("age", AGE_UNITS, "30d or 12h"),
+    help="Remove snapshots unused for longer.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def gc(max_size: float, max_age: float, as_json: bool) -> None:
     """Clean the snapshot cache: interrupted extractions, and snapshots past the bounds. A snapshot
@@ -63,7 +74,7 @@ def gc(max_size: float, max_age: float, as_json: bool) -> None:
         out.print(f"{cache.root}: {report}")
 
 
-@main.command()
+@click.command()
 @click.argument("words", metavar="[NAME] [PATH]", nargs=-1)
 @click.option("--print", "to_stdout", is_flag=True, help="Print the configuration instead of writing it.")
 def init(words: tuple[str, ...], to_stdout: bool) -> None:
@@ -72,7 +83,10 @@ def init(words: tuple[str, ...], to_stdout: bool) -> None:
     name = words[0] if words and words[0] in TEMPLATES else None
     rest = words[1:] if name is not None else words
     if len(rest) > 1:
-        raise UsageError(f"init takes at most a template name and a path, not {' '.join(words)}; known templates: {', '.join(TEMPLATES)}")
+        raise UsageError(
+            f"init takes at most a template name and a path, not {' '.join(words)}; "
+            f"known templates: {', '.join(TEMPLATES)}"
+        )
     path = Path(rest[0]) if rest else Path(".")
     if to_stdout:
         click.echo(config_text(name, path), nl=False)
@@ -80,7 +94,7 @@ def init(words: tuple[str, ...], to_stdout: bool) -> None:
     out.print(f"wrote {write_init(name, path)}")
 
 
-@main.group()
+@click.group()
 def db() -> None:
     """The results database."""
 
@@ -95,7 +109,7 @@ def upgrade(url: str | None) -> None:
     out.print("database is at the newest schema")
 
 
-@main.command()
+@click.command()
 @click.argument("path", required=False, type=click.Path(path_type=Path))
 @click.option("--commits", default=150, show_default=True, type=click.IntRange(60), help="First-parent commits.")
 @execution_options

@@ -13,10 +13,10 @@ a step that is not good the failure's signature, cut to ``render.SIGNATURE_WIDTH
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.text import Text
@@ -24,13 +24,12 @@ from rich.text import Text
 from tracker.bisect_options import Step
 from tracker.bisect_session import StepCallback, StepProgress
 from tracker.cli.render import cut, printable, styled
-from tracker.measure import Measurement
+from tracker.core.measurements import Measurement
+from tracker.probing import RunStep, Watch
 from tracker.scan import ScanStep
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
-
-    from db.readonly import AnyStore
 
 
 @dataclass(frozen=True)
@@ -60,7 +59,11 @@ class Tick:
         probe = f" {self.probe}" if self.probe else ""
         how = " (stored)" if self.stored else " (rerun)" if self.rerun else ""
         why = f"  — {cut(printable(self.signature))}" if self.signature and self.verdict != "good" else ""
-        return f"[{self.count}] {self.sha[:12]}{probe} ", self.verdict, f" {self.seconds:.1f} s{how}  {printable(self.subject)}{why}"
+        return (
+            f"[{self.count}] {self.sha[:12]}{probe} ",
+            self.verdict,
+            f" {self.seconds:.1f} s{how}  {printable(self.subject)}{why}",
+        )
 
 
 def plain_line(tick: Tick) -> str:
@@ -96,54 +99,62 @@ class Reporter:
             self._task = self._bar.add_task(self.title, total=None, count="", left="")
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         if self._bar is not None:
             self._bar.stop()
             self._bar = None
+
+    def retitle(self, title: str) -> None:
+        """Name the work anew: the live bar says what it is once the command knows."""
+        self.title = title
+        if self._bar is not None and self._task is not None:
+            self._bar.update(self._task, description=title)
 
     def doing(self, what: str) -> None:
         """What runs now (the live bar shows it; a plain log waits for the step's line)."""
         if self._bar is not None and self._task is not None:
             self._bar.update(self._task, description=f"{self.title}: {printable(what)}")
 
+    def say(self, line: str) -> None:
+        """One line above the live bar, or as it is in a log; never wrapped."""
+        if self._bar is None:
+            self.console.file.write(line + "\n")
+            self.console.file.flush()
+        else:
+            self._bar.console.print(Text(line), soft_wrap=True)
+
     def step(self, tick: Tick) -> None:
         if self._bar is None or self._task is None:
-            file = self.console.file
-            file.write(plain_line(tick) + "\n")
-            file.flush()
+            self.say(plain_line(tick))
             return
         before, verdict, after = tick.parts()
         self._bar.console.print(Text.assemble(before, styled(verdict), after), soft_wrap=True)
         of = f"{tick.number} of {'' if tick.final else '~'}{tick.total}"
-        self._bar.update(self._task, description=self.title, completed=tick.number, total=tick.total, count=of, left=tick.left)
+        self._bar.update(
+            self._task, description=self.title, completed=tick.number, total=tick.total, count=of, left=tick.left
+        )
         self._bar.refresh()
 
 
-def run_tick(number: int, total: int, row: Mapping[str, Any], seconds: float) -> Tick:
-    """A step of ``run``, from its row (``render.measurement_row``)."""
+def run_tick(step: RunStep) -> Tick:
+    """A step of ``run``, from its row."""
+    row = step.row
+    left = f"{step.total - step.number} left"
     return Tick(
-        number,
-        total,
+        step.number,
+        step.total,
         True,
-        row["sha"],
-        row["verdict"],
-        seconds,
-        row["subject"],
-        probe=row["probe"],
-        stored=row["reused"],
-        signature=row["signature"],
-        left=f"{total - number} left",
+        row.sha,
+        row.verdict.value,
+        step.seconds,
+        row.subject,
+        probe=row.probe,
+        stored=row.reused,
+        signature=row.signature,
+        left=left,
     )
-
-
-def stored_subjects(store: AnyStore, repo_id: int) -> Callable[[str], str]:
-    """A commit's subject, from the commits the command recorded."""
-
-    def subject(sha: str) -> str:
-        commit = store.commit(repo_id, sha)
-        return commit.subject if commit else ""
-
-    return subject
 
 
 def counted(n: int, word: str) -> str:
@@ -161,43 +172,68 @@ def bisect_left(progress: StepProgress, workers: int) -> str:
     return f"{trees}, roughly {counted(-(-steps // workers), 'round')} of {workers} left"
 
 
+def bisect_tick(step: Step, measurement: Measurement, progress: StepProgress, subject: str, workers: int) -> Tick:
+    return Tick(
+        progress.number,
+        progress.estimate,
+        progress.estimate == progress.number,
+        step.sha,
+        step.verdict.value,
+        progress.seconds,
+        subject,
+        stored=step.reused,
+        signature=measurement.signature,
+        left=bisect_left(progress, workers),
+    )
+
+
 def bisect_steps(reporter: Reporter, subject_of: Callable[[str], str], workers: int) -> StepCallback:
+    """A bisect's steps as lines, for a driver run without the API's ``Watch`` (the demo)."""
+
     def show(step: Step, measurement: Measurement, progress: StepProgress) -> None:
-        reporter.step(
-            Tick(
-                progress.number,
-                progress.estimate,
-                progress.estimate == progress.number,
-                step.sha,
-                step.verdict.value,
-                progress.seconds,
-                subject_of(step.sha),
-                stored=step.reused,
-                signature=measurement.signature,
-                left=bisect_left(progress, workers),
-            )
-        )
+        reporter.step(bisect_tick(step, measurement, progress, subject_of(step.sha), workers))
 
     return show
 
 
-def scan_steps(reporter: Reporter, subject_of: Callable[[str], str]) -> Callable[[ScanStep], None]:
-    def show(step: ScanStep) -> None:
-        reporter.step(
-            Tick(
-                step.number,
-                step.estimate,
-                step.final,
-                step.sha,
-                step.verdict.value,
-                step.seconds,
-                subject_of(step.sha),
-                probe=step.probe,
-                stored=step.reused,
-                rerun=step.rerun,
-                signature=step.signature,
-                left=f"{step.trees_measured} of {step.trees} trees measured",
-            )
-        )
+def scan_tick(step: ScanStep, subject: str) -> Tick:
+    return Tick(
+        step.number,
+        step.estimate,
+        step.final,
+        step.sha,
+        step.verdict.value,
+        step.seconds,
+        subject,
+        probe=step.probe,
+        stored=step.reused,
+        rerun=step.rerun,
+        signature=step.signature,
+        left=f"{step.trees_measured} of {step.trees} trees measured",
+    )
 
-    return show
+
+class Watcher(Watch):
+    """A probing function's steps on ``reporter``, and its notices as one line each on stderr;
+    ``workers`` is the bisect's, for what is left in rounds."""
+
+    def __init__(self, reporter: Reporter, workers: int = 1) -> None:
+        self.reporter, self.workers = reporter, workers
+
+    def started(self, title: str) -> None:
+        self.reporter.retitle(title)
+
+    def notice(self, message: str) -> None:
+        self.reporter.say(f"regtrack: {message}")
+
+    def measuring(self, probe: str, sha: str) -> None:
+        self.reporter.doing(f"{probe} at {sha[:12]}")
+
+    def measured(self, step: RunStep) -> None:
+        self.reporter.step(run_tick(step))
+
+    def bisected(self, step: Step, measurement: Measurement, progress: StepProgress, subject: str) -> None:
+        self.reporter.step(bisect_tick(step, measurement, progress, subject, self.workers))
+
+    def scanned(self, step: ScanStep, subject: str) -> None:
+        self.reporter.step(scan_tick(step, subject))

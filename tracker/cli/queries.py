@@ -3,59 +3,74 @@
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import click
 
-from probes.api import Outcome
 from tracker.cli import render
-from tracker.cli.app import emit_json, main, out, target_options, workspace
+from tracker.cli.app import emit_json, out, target_options, workspace
 from tracker.core.errors import UsageError
-from tracker.core.records import CommitInfo, TransitionRecord
+from tracker.core.verdicts import Outcome
 from tracker.queries import (
     RunFilter,
     history_runs,
     parse_tolerance,
-    regressions_of,
     runs_at,
+    stored_regressions,
     verdict_under,
 )
-from tracker.workspace import Workspace, ask
+from tracker.report.ci import transition_json
 
 
-@main.command()
+@click.command()
 @click.option("--open", "only_open", is_flag=True, help="Only regressions not fixed since.")
 @target_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def regressions(only_open: bool, repo: Path | None, target: str | None, as_json: bool) -> None:
     """Regressions found by scans and the scheduled job."""
-    def question(ws: Workspace[Any]) -> tuple[list[TransitionRecord], dict[str, CommitInfo | None]]:
-        repo_id = ws.store.repository(ws.repo.path)
-        found = regressions_of(ws.store.transitions(repo_id, ws.target.name), only_open)
-        return found, {t.sha: ws.store.commit(repo_id, t.sha) for t in found}
-
-    found, commits = ask(repo, target, question)
+    with workspace(repo, target) as ws:
+        found, commits = stored_regressions(ws, only_open)
     if as_json:
-        emit_json([render.transition_json(t, commits[t.sha]) for t in found])
+        emit_json([transition_json(t, commits[t.sha]) for t in found])
     else:
         out.print(render.regressions_table(found, commits, only_open))
 
 
-@main.command()
+@click.command()
 @click.option("--probe", "probe_name", help="Only this probe.")
 @click.option("--range", "range_spec", help="Only commits of this first-parent range (A..B, or B).")
 @click.option("--since", type=click.DateTime(), help="Only runs started at or after this time (UTC).")
 @click.option("--until", type=click.DateTime(), help="Only runs started at or before this time (UTC).")
-@click.option("--env", "environment", help="Only runs in this environment: a fingerprint prefix or part of the GPU name (cpu for none).")
+@click.option(
+    "--env",
+    "environment",
+    help="Only runs in this environment: a fingerprint prefix or part of the GPU name (cpu for none).",
+)
 @click.option("--outcome", type=click.Choice([o.value for o in Outcome]), help="Only runs with this outcome.")
-@click.option("--tolerance", type=click.FloatRange(min=0), help="Re-derive verdicts from stored metrics with this relative-error bound.")
+@click.option(
+    "--tolerance",
+    type=click.FloatRange(min=0),
+    help="Re-derive verdicts from stored metrics with this relative-error bound.",
+)
 @click.option("--abs-tolerance", type=click.FloatRange(min=0), help="With --tolerance: also bound the max abs error.")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1), help="Newest runs to show.")
 @target_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def history(probe_name: str | None, range_spec: str | None, since: datetime | None, until: datetime | None, environment: str | None, outcome: str | None, tolerance: float | None, abs_tolerance: float | None, limit: int, repo: Path | None, target: str | None, as_json: bool) -> None:
+def history(
+    probe_name: str | None,
+    range_spec: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    environment: str | None,
+    outcome: str | None,
+    tolerance: float | None,
+    abs_tolerance: float | None,
+    limit: int,
+    repo: Path | None,
+    target: str | None,
+    as_json: bool,
+) -> None:
     """Stored probe runs, newest first, filtered, each with the reason it failed or could not be
     judged; nothing is run. A --probe or --env that names nothing stored is exit 2.
 
@@ -63,8 +78,13 @@ def history(probe_name: str | None, range_spec: str | None, since: datetime | No
     the range's first commit with that tree, marked "measured at X, same tree"; a result copied
     from another tree by read reuse is marked "measured at X, same files read"."""
     wanted = RunFilter(probe_name, outcome, _utc(since), _utc(until), environment)
-    found = ask(repo, target, lambda ws: history_runs(ws, wanted, range_spec, limit))
-    rederived = {r.id: verdict_under(r, parse_tolerance(tolerance, abs_tolerance)) for r in found.runs} if tolerance is not None else None
+    with workspace(repo, target) as ws:
+        found = history_runs(ws, wanted, range_spec, limit)
+    rederived = (
+        {r.id: verdict_under(r, parse_tolerance(tolerance, abs_tolerance)) for r in found.runs}
+        if tolerance is not None
+        else None
+    )
     if as_json:
         emit_json([render.run_json(r, found, rederived) for r in found.runs])
     else:
@@ -72,19 +92,27 @@ def history(probe_name: str | None, range_spec: str | None, since: datetime | No
 
 
 def _utc(moment: datetime | None) -> datetime | None:
-    return moment.replace(tzinfo=timezone.utc) if moment is not None and moment.tzinfo is None else moment
+    return moment.replace(tzinfo=UTC) if moment is not None and moment.tzinfo is None else moment
 
 
-@main.command()
+@click.command()
 @click.argument("rev")
-@click.option("--output", "with_output", is_flag=True, help="Print each run's kept output (a command's last lines, a probe's detail) instead of the table.")
+@click.option(
+    "--output",
+    "with_output",
+    is_flag=True,
+    help="Print each run's kept output (a command's last lines, a probe's detail) instead of the table.",
+)
 @target_options
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (every run carries its whole signature and output as detail).")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print JSON (every run carries its whole signature and output as detail)."
+)
 def show(rev: str, with_output: bool, repo: Path | None, target: str | None, as_json: bool) -> None:
     """Everything stored about REV: its commit and every probe run of it with the reason it failed
     or could not be judged, including the runs measured at another commit with the same target
     tree (marked "measured at X, same tree") or copied by read reuse ("measured at X, same files read")."""
-    commit, found = ask(repo, target, lambda ws: runs_at(ws, rev))
+    with workspace(repo, target) as ws:
+        commit, found = runs_at(ws, rev)
     if as_json:
         emit_json({"commit": render.commit_json(commit), "runs": [render.run_json(r, found) for r in found.runs]})
         return
@@ -97,23 +125,43 @@ def show(rev: str, with_output: bool, repo: Path | None, target: str | None, as_
         out.print(render.runs_table(found, f"runs of {commit.sha[:12]}", out.width))
 
 
-@main.command()
-@click.option("--html", "html_path", required=True, type=click.Path(path_type=Path), help="The page to write: one self-contained HTML file.")
+@click.command()
+@click.option(
+    "--html",
+    "html_path",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="The page to write: one self-contained HTML file.",
+)
 @click.option("--range", "range_spec", help="First-parent range to show (A..B, or B; default: the target's branch).")
-@click.option("--probe", "probe_names", multiple=True, help="Probe to show, as stored (repeatable; default: the target's probes).")
-@click.option("--env", "environment", help="Only runs in this environment: a fingerprint prefix or part of the GPU name (cpu for none).")
+@click.option(
+    "--probe", "probe_names", multiple=True, help="Probe to show, as stored (repeatable; default: the target's probes)."
+)
+@click.option(
+    "--env",
+    "environment",
+    help="Only runs in this environment: a fingerprint prefix or part of the GPU name (cpu for none).",
+)
 @target_options
-def report(html_path: Path, range_spec: str | None, probe_names: tuple[str, ...], environment: str | None, repo: Path | None, target: str | None) -> None:
+def report(
+    html_path: Path,
+    range_spec: str | None,
+    probe_names: tuple[str, ...],
+    environment: str | None,
+    repo: Path | None,
+    target: str | None,
+) -> None:
     """Write an HTML report of the stored results along the first-parent line; nothing is run.
     A --probe or --env that names nothing stored is exit 2."""
-    from tracker.report.build import build_report  # only this command pays for the report's modules
     from tracker.report.html import render_html
+    from tracker.reporting import build_report  # only this command pays for the report's modules
 
     _check_writable(html_path)
     with workspace(repo, target) as ws:
         data = build_report(ws, range_spec, probe_names, environment)
     _write_atomically(html_path, render_html(data))
-    click.echo(f"wrote {html_path}: {len(data.commits)} commits, {len(data.probes)} probes, {len(data.transitions)} transitions")
+    counts = f"{len(data.commits)} commits, {len(data.probes)} probes, {len(data.transitions)} transitions"
+    click.echo(f"wrote {html_path}: {counts}")
 
 
 def _check_writable(path: Path) -> None:
@@ -121,7 +169,9 @@ def _check_writable(path: Path) -> None:
     if path.is_dir():
         raise UsageError(f"--html {path} is a directory; name a file, e.g. {path / 'report.html'}")
     if not path.parent.is_dir():
-        raise UsageError(f"cannot write {path}: directory {path.parent} does not exist; create it or pass another --html")
+        raise UsageError(
+            f"cannot write {path}: directory {path.parent} does not exist; create it or pass another --html"
+        )
 
 
 def _write_atomically(path: Path, text: str) -> None:
@@ -132,4 +182,6 @@ def _write_atomically(path: Path, text: str) -> None:
         temporary.replace(path)
     except OSError as exc:
         temporary.unlink(missing_ok=True)
-        raise UsageError(f"cannot write {path} ({exc.strerror}); check its directory's permissions or pass another --html") from None
+        raise UsageError(
+            f"cannot write {path} ({exc.strerror}); check its directory's permissions or pass another --html"
+        ) from None

@@ -11,18 +11,17 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from probes.api import Outcome
 from tracker.core.records import CommitInfo, RunRow
-from tracker.core.verdicts import Verdict
+from tracker.core.verdicts import Outcome, Verdict
 from tracker.queries import CommitRuns, reason
+from tracker.search.story import story
 
 if TYPE_CHECKING:
-    from tracker.bisect_session import BisectReport
+    from tracker.bisect_options import BisectReport
     from tracker.core.records import TransitionRecord
+    from tracker.core.results import ScanReport, TrackResult
     from tracker.demo.walkthrough import DemoResult
-    from tracker.measure import Measurement
-    from tracker.scan import ScanReport
-    from tracker.track import TrackResult
+    from tracker.probing import MeasuredRow
 
 # C0 and C1 control characters but tab and newline: a terminal acts on them (ESC starts a sequence).
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -31,7 +30,16 @@ CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 SIGNATURE_WIDTH = 80
 # The least of a run's reason a table of runs shows, however narrow the terminal.
 REASON_MIN_WIDTH = 20
-STYLE = {"good": "green", "pass": "green", "bad": "red", "fail": "red", "crash": "red", "timeout": "red", "skip": "yellow", "error": "yellow"}
+STYLE = {
+    "good": "green",
+    "pass": "green",
+    "bad": "red",
+    "fail": "red",
+    "crash": "red",
+    "timeout": "red",
+    "skip": "yellow",
+    "error": "yellow",
+}
 
 
 def styled(word: str) -> Text:
@@ -67,23 +75,12 @@ def commit_json(commit: CommitInfo) -> dict[str, Any]:
     return {**asdict(commit), "authored_at": commit.authored_at.isoformat()}
 
 
-def measurement_row(commit: CommitInfo | None, probe: str, m: Measurement) -> dict[str, Any]:
-    return {
-        "sha": m.sha,
-        "subject": commit.subject if commit else "",
-        "probe": probe,
-        "verdict": m.verdict.value,
-        "signature": m.signature,
-        "metrics": m.metrics,
-        "reused": m.reused,
-        "cases": {c.case_id: c.outcome.value for c in m.cases},
-    }
-
-
-def measurements_table(rows: list[dict[str, Any]]) -> Table:
+def measurements_table(rows: list[MeasuredRow]) -> Table:
     table = Table("commit", "subject", "probe", "verdict", "reused", "signature")
     for r in rows:
-        table.add_row(short(r["sha"]), plain(r["subject"][:60]), plain(r["probe"]), styled(r["verdict"]), "yes" if r["reused"] else "", signature_cell(r["signature"]))
+        reused = "yes" if r.reused else ""
+        subject, verdict = plain(r.subject[:60]), styled(r.verdict.value)
+        table.add_row(short(r.sha), subject, plain(r.probe), verdict, reused, signature_cell(r.signature))
     return table
 
 
@@ -103,7 +100,7 @@ def run_json(run: RunRow, found: CommitRuns, rederived: dict[int, Outcome] | Non
 
 
 def measured_elsewhere(found: CommitRuns, run: RunRow) -> str:
-    """"X, same tree" or "X, same files read" where the run's result was measured at commit X; else empty."""
+    """ "X, same tree" or "X, same files read" where the run's result was measured at commit X; else empty."""
     elsewhere = found.elsewhere(run)
     if elsewhere is None:
         return ""
@@ -159,7 +156,10 @@ def run_outputs(found: CommitRuns) -> Group:
 def _output_block(found: CommitRuns, run: RunRow) -> list[Text]:
     elsewhere = measured_elsewhere(found, run)
     where = f", measured at {elsewhere}" if elsewhere else ""
-    heading = plain(f"{run.probe_name} v{run.probe_version} (case {run.case_id}): {run.outcome.value}, {run.started_at:%Y-%m-%d %H:%M}{where}")
+    heading = plain(
+        f"{run.probe_name} v{run.probe_version} (case {run.case_id}): {run.outcome.value}, "
+        f"{run.started_at:%Y-%m-%d %H:%M}{where}"
+    )
     heading.stylize("bold")
     return [heading, plain(run.detail.rstrip()) if run.detail.strip() else Text("no output kept", style="dim")]
 
@@ -167,13 +167,17 @@ def _output_block(found: CommitRuns, run: RunRow) -> list[Text]:
 def commit_header(commit: CommitInfo) -> Text:
     pr = f" (#{commit.pr_number})" if commit.pr_number else ""
     reverts = f"\nreverts {commit.reverts_sha}" if commit.reverts_sha else ""
-    return plain(f"{commit.sha}\n{commit.subject}{pr if pr not in commit.subject else ''}\n{commit.author}, {commit.authored_at:%Y-%m-%d %H:%M %Z}{reverts}")
+    return plain(
+        f"{commit.sha}\n{commit.subject}{pr if pr not in commit.subject else ''}\n"
+        f"{commit.author}, {commit.authored_at:%Y-%m-%d %H:%M %Z}{reverts}"
+    )
 
 
 def bisect_summary(report: BisectReport) -> Group:
     lines: list[Text] = []
     if report.no_culprit:
-        lines.append(Text(f"no culprit: the failures look like flakes, not a commit of the range (probability {report.confidence:.3f})", style="bold"))
+        flakes = "no culprit: the failures look like flakes, not a commit of the range"
+        lines.append(Text(f"{flakes} (probability {report.confidence:.3f})", style="bold"))
     elif report.culprit is not None:
         c = report.culprit
         sure = "" if report.confidence == 1.0 else f" (probability {report.confidence:.3f})"
@@ -184,21 +188,30 @@ def bisect_summary(report: BisectReport) -> Group:
         for label, m in (("at the culprit", report.culprit_measurement), ("at its parent", report.parent_measurement)):
             if m is not None:
                 metrics = ", ".join(f"{k}={v:.3g}" for k, v in m.metrics.items())
-                lines.append(plain(f"  {label} ({short(m.sha)}): {m.verdict.value}; {cut(m.signature or 'no failure')}{'; ' + metrics if metrics else ''}"))
+                said = f"{m.verdict.value}; {cut(m.signature or 'no failure')}{'; ' + metrics if metrics else ''}"
+                lines.append(plain(f"  {label} ({short(m.sha)}): {said}"))
     else:
-        lines.append(Text(f"the {report.found} is one of {len(report.candidates)} (untestable commits hide it):", style="bold"))
+        lines.append(
+            Text(f"the {report.found} is one of {len(report.candidates)} (untestable commits hide it):", style="bold")
+        )
         lines += [plain(f"  {short(c.sha)} {c.subject}") for c in report.candidates]
     how = report.strategy + (f", switched to Bayesian: {report.switch_reason}" if report.switch_reason else "")
-    session = f"session {report.session_id}" if report.session_id is not None else "every one stored, no session recorded"
-    lines.append(Text(
-        f"probe {report.probe} ({how}): {report.executions} executions in {report.rounds} rounds, "
-        f"{report.reused} results reused from the store ({session})"
-    ))
+    session = (
+        f"session {report.session_id}" if report.session_id is not None else "every one stored, no session recorded"
+    )
+    lines.append(
+        Text(
+            f"probe {report.probe} ({how}): {report.executions} executions in {report.rounds} rounds, "
+            f"{report.reused} results reused from the store ({session})"
+        )
+    )
     return Group(*lines)
 
 
 def demo_verdicts(result: DemoResult) -> Table:
-    table = Table("commit", "event", *result.probes, title="probe verdicts on the story's key commits (expected in brackets)")
+    table = Table(
+        "commit", "event", *result.probes, title="probe verdicts on the story's key commits (expected in brackets)"
+    )
     for row in result.rows:
         cells = []
         for probe in result.probes:
@@ -209,21 +222,24 @@ def demo_verdicts(result: DemoResult) -> Table:
 
 
 def scan_summary(report: ScanReport) -> Group:
-    from tracker.scan import story
-
     first, last = report.line[0], report.line[-1]
     parts: list[Any] = [Text(f"{len(report.line)} commits, {short(first.sha)}..{short(last.sha)}", style="bold")]
     table = Table("probe", "kind", "commit", "subject", "pairs with")
     for t in report.transitions:
-        pair = f"{t.pair.kind} {short(t.pair.sha)}" if t.pair else ""
-        where = short(t.commit.sha) if len(t.candidates) == 1 else f"one of {len(t.candidates)} up to {short(t.commit.sha)}"
-        table.add_row(t.probe, styled("bad" if t.kind.value == "regression" else "good").append(f" {t.kind.value}"), where, plain(t.commit.subject[:70]), pair)
+        pair = f"{t.pair_kind} {short(t.pairs_with)}" if t.pairs_with else ""
+        where = short(t.sha) if len(t.candidates) == 1 else f"one of {len(t.candidates)} up to {short(t.sha)}"
+        table.add_row(
+            t.probe,
+            styled("bad" if t.kind.value == "regression" else "good").append(f" {t.kind.value}"),
+            where,
+            plain(report.commits[t.sha].subject[:70]),
+            pair,
+        )
     parts.append(table)
     for scan in report.probes:
         parts.append(Text(f"{scan.probe}: {story(scan, report.line)}"))
         for s in scan.stretches:
-            kind = "untestable" if s.kind.value == "skip" else "flaky"
-            parts.append(Text(f"  {kind} from {short(s.first)} to {short(s.last)}", style="yellow"))
+            parts.append(Text(f"  {s.kind} from {short(s.first)} to {short(s.last)}", style="yellow"))
     parts.append(Text(f"{report.executions} executions, {report.reused} results reused from the store"))
     return Group(*parts)
 
@@ -234,32 +250,56 @@ def track_summary(result: TrackResult, reports: list[Any]) -> Group:
         parts.append(Text(f"nothing new on {result.branch} since {short(result.head)}"))
     else:
         since = f"since {short(result.since)}" if result.since else "(baseline)"
-        parts.append(Text(f"{result.commits} new commits on {result.branch} {since} up to {short(result.head)}; {result.scan.executions} executions"))
+        parts.append(
+            Text(
+                f"{result.commits} new commits on {result.branch} {since} up to {short(result.head)}; "
+                f"{result.scan.executions} executions"
+            )
+        )
         parts.append(scan_summary(result.scan))
     for r in result.new_regressions:
-        parts.append(Text.assemble(("new regression ", "bold red"), printable(f"in {r.transition.probe} at {short(r.transition.commit.sha)} {r.transition.commit.subject}: {cut(r.measurement.signature or '')}")))
+        where = f"in {r.transition.probe} at {short(r.commit.sha)} {r.commit.subject}"
+        parts.append(
+            Text.assemble(("new regression ", "bold red"), printable(f"{where}: {cut(r.measurement.signature or '')}"))
+        )
     for h in result.at_head:
         if h.failing:
-            parts.append(Text.assemble((f"{h.probe} fails at {short(result.head)}", "bold red"), printable(f": {h.failing_since}; ") + cut(printable(h.measurement.signature or ""))))
+            parts.append(
+                Text.assemble(
+                    (f"{h.probe} fails at {short(result.head)}", "bold red"),
+                    printable(f": {h.failing_since}; ") + cut(printable(h.measurement.signature or "")),
+                )
+            )
         elif h.verdict is Verdict.SKIP:
-            parts.append(Text.assemble((f"{h.probe} is untestable at {short(result.head)}", "yellow"), ": " + cut(printable(h.measurement.signature or ""))))
+            parts.append(
+                Text.assemble(
+                    (f"{h.probe} is untestable at {short(result.head)}", "yellow"),
+                    ": " + cut(printable(h.measurement.signature or "")),
+                )
+            )
     parts += [Text(f"wrote {path}") for path in reports]
     return Group(*parts)
 
 
-def transition_json(t: TransitionRecord, commit: CommitInfo | None) -> dict[str, Any]:
-    data = asdict(t)
-    data["authored_at"] = t.authored_at.isoformat()
-    data["found_at"] = t.found_at.isoformat() if t.found_at else None
-    data["subject"] = commit.subject if commit else None
-    data["pr_number"] = commit.pr_number if commit else None
-    return data
-
-
 def regressions_table(found: list[TransitionRecord], commits: dict[str, CommitInfo | None], only_open: bool) -> Table:
-    table = Table("probe", "commit", "subject", "PR", "pairs with", "found", title="open regressions" if only_open else "regressions")
+    table = Table(
+        "probe",
+        "commit",
+        "subject",
+        "PR",
+        "pairs with",
+        "found",
+        title="open regressions" if only_open else "regressions",
+    )
     for t in found:
         commit = commits.get(t.sha)
         pair = f"{t.pair_kind} {short(t.pairs_with)}" if t.pairs_with else ""
-        table.add_row(t.probe, short(t.sha), plain(commit.subject[:60] if commit else ""), f"#{commit.pr_number}" if commit and commit.pr_number else "", pair, f"{t.found_at:%Y-%m-%d %H:%M}" if t.found_at else "")
+        table.add_row(
+            t.probe,
+            short(t.sha),
+            plain(commit.subject[:60] if commit else ""),
+            f"#{commit.pr_number}" if commit and commit.pr_number else "",
+            pair,
+            f"{t.found_at:%Y-%m-%d %H:%M}" if t.found_at else "",
+        )
     return table

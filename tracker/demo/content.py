@@ -18,7 +18,6 @@ class SideBranch:
     commits: tuple[tuple[str, Mapping[str, str]], ...]
 
 
-
 @dataclass(frozen=True)
 class UnrelatedChange:
     """Sets the line of ``path`` that starts like ``line`` to ``line`` with ``{n}`` = ``base`` + position."""

@@ -98,5 +98,3 @@ def fast_import(repo: Path, stream: bytes, marks: Path) -> dict[int, str]:
         mark, sha = line.split()
         shas[int(mark.lstrip(":"))] = sha
     return shas
-
-

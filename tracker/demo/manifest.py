@@ -88,5 +88,3 @@ def manifest_path(repo: Path, requested: Path | None = None) -> Path:
     if path.resolve().is_relative_to(repo):
         raise ValueError(f"the manifest {path} must not be inside the demo repository {repo}")
     return path
-
-

@@ -10,13 +10,15 @@ from typing import Any
 from rich.console import Console
 
 from db.paths import data_dir
-from tracker.bisect_session import BisectReport, BisectSession, StepCallback
+from tracker.bisect_options import BisectReport
+from tracker.bisect_session import Bisection, StepCallback
 from tracker.core.errors import UsageError
 from tracker.demo.history import build_demo_history
 from tracker.demo.manifest import DemoManifest, manifest_path, write_manifest
 from tracker.demo.story import Intent, intents, key_commits
 from tracker.demo.target import write_demo_config
 from tracker.execution.executors import Executor
+from tracker.measure import Prober
 from tracker.targets.revisions import Repo
 from tracker.workspace import Workspace
 
@@ -41,7 +43,9 @@ class DemoResult:
     def to_json(self) -> dict[str, Any]:
         return {
             "path": str(self.path),
-            "verdicts": [{"sha": r.sha, "event": r.label, "verdicts": r.verdicts, "expected": r.expected} for r in self.rows],
+            "verdicts": [
+                {"sha": r.sha, "event": r.label, "verdicts": r.verdicts, "expected": r.expected} for r in self.rows
+            ],
             "bisects": [report.to_json() for report in self.bisects],
         }
 
@@ -75,13 +79,18 @@ def first_parent_line(repo: Repo, manifest: DemoManifest) -> list[str]:
 
 
 def run_demo(
-    ws: Workspace, manifest: DemoManifest, executor: Executor, seed: int | None, console: Console, on_step: StepCallback | None = None
+    ws: Workspace,
+    manifest: DemoManifest,
+    executor: Executor,
+    seed: int | None,
+    console: Console,
+    on_step: StepCallback | None = None,
 ) -> DemoResult:
     line = first_parent_line(ws.repo, manifest)
     expected = intents(manifest, line)
     probes = ws.probes(())
     result = DemoResult(ws.repo.path, [p.name for p in probes])
-    probers = {p.name: ws.prober(p, executor, "demo", seed) for p in probes}
+    probers = {p.name: Prober.open(ws, p, executor, "demo", seed) for p in probes}
     keys = key_commits(manifest, line[0])
     trees = next(iter(probers.values())).record_commits([k.sha for k in keys])
     with console.status("measuring the key commits") as status:
@@ -95,12 +104,22 @@ def run_demo(
     overwrite, swa = manifest.bugs["target_verify_overwrite"], manifest.bugs["swa_partial_page"]
     before = {sha: line[i - 1] for i, sha in enumerate(line) if i}
     stories = [
-        ("the overwrite, from the first commit to inside its first bad stretch", overwrite.probe, line[0], before[overwrite.fixed]),
-        ("the overwrite again, from the fix to inside the revert's stretch", overwrite.probe, overwrite.fixed, before[overwrite.relanded or ""]),
+        (
+            "the overwrite, from the first commit to inside its first bad stretch",
+            overwrite.probe,
+            line[0],
+            before[overwrite.fixed],
+        ),
+        (
+            "the overwrite again, from the fix to inside the revert's stretch",
+            overwrite.probe,
+            overwrite.fixed,
+            before[overwrite.relanded or ""],
+        ),
         ("the SWA bug, from the first commit across the untestable stretch", swa.probe, line[0], before[swa.fixed]),
     ]
     for title, probe_name, good, bad in stories:
         console.print(f"bisect {title}: {probe_name}, good {good[:12]}, bad {bad[:12]}")
-        session = BisectSession(ws.store, ws.repo, probers[probe_name], on_step=on_step)
-        result.bisects.append(session.start(good, bad))
+        bisection = Bisection(ws.store, ws.repo, probers[probe_name], on_step=on_step)
+        result.bisects.append(bisection.start(good, bad))
     return result

@@ -1,6 +1,5 @@
-"""The parent's side of a probe worker: start it, send it jobs, tell a result from a crash, a
-timeout or an out-of-memory kill (a SIGKILL from elsewhere: never one regtrack sent itself). The
-protocol is described in ``tracker.execution.worker``."""
+"""The parent's side of a probe worker (protocol: ``tracker.execution.worker``): start it, send it
+jobs, tell a result from a crash, a timeout or an out-of-memory kill (a SIGKILL regtrack did not send)."""
 
 from __future__ import annotations
 
@@ -20,9 +19,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from probes import Outcome
 from probes.runner import OomWatch, sigkill_signature
 from tracker.core.errors import UsageError
+from tracker.core.verdicts import Outcome
 from tracker.targets.inputs import Reads
 
 if TYPE_CHECKING:
@@ -41,11 +40,8 @@ from tracker.execution.protocol import (
 class WorkerClient:
     """The parent's handle on one worker process, started on first use and restarted after a crash.
 
-    One thread at a time may call ``start``, ``run``, ``environment`` and ``close``; ``kill`` may be
-    called from any thread (e.g. on Ctrl-C) and makes the client unusable.
-
-    A worker runs with the variables it was started with: ``env`` here, plus a job's (a target's
-    ``env``). A job that asks for other variables than the running worker has gets a new worker.
+    One thread at a time calls ``start``, ``run``, ``environment`` and ``close``; ``kill`` may come from
+    any thread (Ctrl-C). A job whose variables (a target's ``env``) differ from the worker's gets a new one.
     """
 
     def __init__(self, log_path: Path, env: Mapping[str, str] | None = None, start_timeout_s: float = 300.0):
@@ -57,7 +53,7 @@ class WorkerClient:
         self._env = dict(env or {})
         self._job_env: dict[str, str] = {}
         """The job variables the running worker (or the next one) is started with."""
-        self._process: _Process | None = None
+        self._process: _WorkerProcess | None = None
         self._closed = False
         self._lock = threading.Lock()
 
@@ -87,7 +83,7 @@ class WorkerClient:
                 raise RuntimeError("the worker client is closed")
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             env = {**_child_env({**self._env, **self._job_env}), NONCE_ENV: self._nonce}
-            self._process = process = _Process.spawn(env, self.log_path, self._nonce)
+            self._process = process = _WorkerProcess.spawn(env, self.log_path, self._nonce)
         try:
             hello = process.receive(self.start_timeout_s)
         except TimeoutError:
@@ -100,7 +96,9 @@ class WorkerClient:
             raise
         if hello is None or "ready" not in hello:
             ended = self._stop(process, STOP_GRACE_S)
-            message = hello["error"] if hello else f"probe worker {ended.death()} while starting: {self._log_tail(0, 1)}"
+            message = (
+                hello["error"] if hello else f"probe worker {ended.death()} while starting: {self._log_tail(0, 1)}"
+            )
             raise UsageError(f"{message}; see {self.log_path}")
         self.start_s = time.monotonic() - started
 
@@ -132,7 +130,12 @@ class WorkerClient:
         result = reply["result"]
         reads = Reads.from_json(result["reads"]) if result.get("reads") is not None else None
         return JobResult(
-            Outcome(result["outcome"]), result["metrics"], result["signature"], result["detail"], result["duration_s"], reads
+            Outcome(result["outcome"]),
+            result["metrics"],
+            result["signature"],
+            result["detail"],
+            result["duration_s"],
+            reads,
         )
 
     def environment(self, device: str, env: Mapping[str, str] | None = None) -> EnvironmentInfo:
@@ -177,12 +180,12 @@ class WorkerClient:
             return JobResult(Outcome.ERROR, {}, sigkill_signature("worker", oom.rose()), log_tail, elapsed)
         return JobResult(Outcome.CRASH, {}, f"worker {ended.death()}", log_tail, elapsed)
 
-    def _live(self) -> _Process:
+    def _live(self) -> _WorkerProcess:
         if self._process is None:
             raise RuntimeError("the worker client is closed")
         return self._process
 
-    def _stop(self, process: _Process, grace_s: float = 0.0) -> _Exit:
+    def _stop(self, process: _WorkerProcess, grace_s: float = 0.0) -> _Exit:
         """Stop ``process`` (killing it unless it exits within ``grace_s``) and forget it; how it ended."""
         if self._process is process:
             self._process = None
@@ -217,7 +220,7 @@ class _Exit:
             return f"died (signal {-self.code})"
 
 
-class _Process:
+class _WorkerProcess:
     """A running worker: its Popen, the protocol pipes and a read buffer."""
 
     def __init__(self, popen: subprocess.Popen[bytes], nonce: str, log_path: Path):
@@ -236,7 +239,7 @@ class _Process:
         self._killed = False
 
     @classmethod
-    def spawn(cls, env: Mapping[str, str], log_path: Path, nonce: str) -> _Process:
+    def spawn(cls, env: Mapping[str, str], log_path: Path, nonce: str) -> _WorkerProcess:
         with open(log_path, "wb") as log:
             popen = subprocess.Popen(
                 [sys.executable, "-m", "tracker.execution.worker"],
@@ -395,5 +398,3 @@ def _import_root() -> str | None:
     root = Path(__file__).resolve().parent.parent
     site_dirs = {Path(sysconfig.get_path(name)).resolve() for name in ("purelib", "platlib")}
     return None if root in site_dirs else str(root)
-
-

@@ -168,7 +168,9 @@ class LocalExecutor:
         if self._expected is None:
             from tracker.execution.environment import environment, environment_told_by_nvidia_smi
 
-            predicted = environment(self.device) if cpu else environment_told_by_nvidia_smi(self.device, self._first_gpu)
+            predicted = (
+                environment(self.device) if cpu else environment_told_by_nvidia_smi(self.device, self._first_gpu)
+            )
             if predicted is None:
                 return None
             self._expected = predicted
@@ -209,10 +211,13 @@ class LocalExecutor:
         if self._reported_by_worker:
             return UsageError(
                 f"the probe workers run on different stacks ({_gpu_of(expected)}, torch {expected.torch}; "
-                f"{_gpu_of(reported)}, torch {reported.torch}); give them GPUs of one kind with CUDA_VISIBLE_DEVICES, or pass --workers 1"
+                f"{_gpu_of(reported)}, torch {reported.torch}); "
+                "give them GPUs of one kind with CUDA_VISIBLE_DEVICES, or pass --workers 1"
             )
         if self.device != "cpu":
-            return EnvironmentRefuted(f"the probe worker describes the GPU as {_gpu_of(reported)}, nvidia-smi as {_gpu_of(expected)}")
+            return EnvironmentRefuted(
+                f"the probe worker describes the GPU as {_gpu_of(reported)}, nvidia-smi as {_gpu_of(expected)}"
+            )
         return UsageError(
             f"the probe worker reports another environment ({reported.fingerprint}: torch {reported.torch}, "
             f"python {reported.python}) than regtrack ({expected.fingerprint}: torch {expected.torch}, "
@@ -223,11 +228,14 @@ class LocalExecutor:
 class EnvironmentRefuted(Exception):
     """A worker describes its GPU otherwise than nvidia-smi did, before any job ran. What the command
     looked up so far it looked up under nvidia-smi's description, so it measures again with an
-    executor whose workers tell their stack (``tracker.cli.probing.told_by_workers_if_refuted``)."""
+    executor whose workers tell their stack (``tracker.probing``)."""
 
 
 def _gpu_of(env: EnvironmentInfo) -> str:
-    return f"{env.gpu_name or 'no GPU'} (compute capability {env.compute_capability or 'none'}, driver {env.driver or 'none'})"
+    return (
+        f"{env.gpu_name or 'no GPU'} (compute capability {env.compute_capability or 'none'}, "
+        f"driver {env.driver or 'none'})"
+    )
 
 
 def _moves_python(env: Mapping[str, str]) -> bool:
@@ -246,7 +254,10 @@ def _slot_env(slot: int, workers: int, gpus: list[str]) -> dict[str, str]:
     """A GPU worker's GPU, counted as nvidia-smi counts them (bus order, where CUDA's own puts the
     fastest first) unless this process says otherwise; a CPU worker's share of the cores."""
     if gpus:
-        return {"CUDA_VISIBLE_DEVICES": gpus[slot % len(gpus)], "CUDA_DEVICE_ORDER": os.environ.get("CUDA_DEVICE_ORDER", PCI_ORDER)}
+        return {
+            "CUDA_VISIBLE_DEVICES": gpus[slot % len(gpus)],
+            "CUDA_DEVICE_ORDER": os.environ.get("CUDA_DEVICE_ORDER", PCI_ORDER),
+        }
     if workers > 1 and "OMP_NUM_THREADS" not in os.environ:
         return {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // workers))}
     return {}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import os
 import socket
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 
@@ -39,7 +39,7 @@ def alive(owner: str) -> bool | None:
 
 def is_stale(owner: str, expires_at: datetime) -> bool:
     """A claim whose owner is known to be gone, or one past its expiry (its case would have timed out)."""
-    return alive(owner) is False or datetime.now(timezone.utc) > expires_at
+    return alive(owner) is False or datetime.now(UTC) > expires_at
 
 
 def _split(owner: str) -> tuple[str, str, str]:

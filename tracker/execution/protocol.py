@@ -7,9 +7,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from probes import Outcome, registry
+from probes import registry
 from probes.api import DEFAULT_IMPORT_ROOTS
 from tracker.core.errors import UsageError
+from tracker.core.verdicts import Outcome
 from tracker.targets.inputs import Reads
 
 PROBE_MODULES_ENV = registry.PROBE_MODULES_ENV
@@ -72,5 +73,3 @@ def import_probe_modules() -> None:
         registry.import_probe_modules()
     except registry.ProbeLoadError as exc:
         raise UsageError(str(exc)) from exc
-
-

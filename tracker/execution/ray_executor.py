@@ -1,20 +1,12 @@
 """Jobs on a Ray cluster: one long-lived actor per slot, the driver alone writing results.
 
-Each actor (``num_gpus`` of one GPU or a fraction, one CPU) keeps one probe worker process for its
-life, the same worker ``LocalExecutor`` starts: it imports torch once and loads each revision
-fresh, and tells a crash, a timeout or an out-of-memory kill from a result as it does locally.
-Ray hands each actor its own ``CUDA_VISIBLE_DEVICES``, which the worker inherits.
+Each actor (one GPU or a fraction, one CPU) keeps for its life the worker ``LocalExecutor`` starts,
+with its own ``CUDA_VISIBLE_DEVICES``. The repository is reached by the same path on every node, and
+each actor makes snapshots in its node's own cache.
 
-Snapshots are made where the actor runs: the repository is reached by the same path on every
-node (a shared filesystem), and each actor materialises the job's revision into its node's own
-snapshot cache (``REGTRACK_HOME`` there, or the cache directory this executor is given).
-
-Lost actors. An actor whose process dies while its node lives is replaced, and the case it held
-goes to the replacement once more: one death is the cluster's (a kill, a preemption), not the
-revision's, since a probe that crashes kills the worker under the actor, never the actor. A case
-whose second actor dies too is stored as a crash. An actor whose node is lost is replaced on
-another node and its case retried there, as often as nodes are lost (up to
-``NODE_LOSSES_PER_CASE``). Only the driver stores results, so a retried case is stored exactly once.
+Lost actors: one that dies on a live node is replaced and its case retried once (a probe that
+crashes kills the worker, never the actor), then stored as a crash; one whose node is lost is
+retried on another node up to ``NODE_LOSSES_PER_CASE`` times. Only the driver stores results.
 """
 
 from __future__ import annotations
@@ -27,8 +19,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from probes import Outcome
 from tracker.core.errors import UsageError
+from tracker.core.verdicts import Outcome
 from tracker.execution.client import WorkerClient
 from tracker.execution.executors import case_timeout, default_log_dir
 from tracker.execution.protocol import SELF_TIMED_GRACE_S, Job, JobResult
@@ -123,7 +115,9 @@ class RayExecutor:
         if not ray.is_initialized():
             _join_cluster(address)
         self.device, self.dtype, self.timeout_s, self.start_timeout_s = device, dtype, timeout_s, start_timeout_s
-        self.gpus_per_actor = gpus_per_actor if gpus_per_actor is not None else (1.0 if device.startswith("cuda") else 0.0)
+        self.gpus_per_actor = (
+            gpus_per_actor if gpus_per_actor is not None else (1.0 if device.startswith("cuda") else 0.0)
+        )
         self._arguments = (str(log_dir) if log_dir else None, str(cache_root) if cache_root else None, dict(env or {}))
         self._remote = ray.remote(SlotActor).options(num_cpus=1, num_gpus=self.gpus_per_actor, max_restarts=0)
         self.actors: list[Any] = [self._start() for _ in range(workers)]
@@ -158,7 +152,9 @@ class RayExecutor:
             except ray.exceptions.RayActorError:
                 reports[slot] = self._environment_of_replacement(slot, env)
         if len({report.fingerprint for report in reports.values()}) > 1:
-            stacks = "; ".join(sorted({f"{r.host}: torch {r.torch}, python {r.python} ({r.fingerprint})" for r in reports.values()}))
+            stacks = "; ".join(
+                sorted({f"{r.host}: torch {r.torch}, python {r.python} ({r.fingerprint})" for r in reports.values()})
+            )
             raise UsageError(f"the Ray actors run on different stacks ({stacks}); give every node the same environment")
         self._expected = reports[0]
         self._checked = set(range(len(self.actors)))
@@ -173,7 +169,9 @@ class RayExecutor:
                 return _get(self.actors[slot].environment.remote(self.device, env))
             except ray.exceptions.RayActorError:
                 continue
-        raise UsageError(f"Ray actors keep dying before their first job ({START_FAILURES_PER_SLOT} in a row); see the Ray logs")
+        raise UsageError(
+            f"Ray actors keep dying before their first job ({START_FAILURES_PER_SLOT} in a row); see the Ray logs"
+        )
 
     def predicts_environment(self, env: Mapping[str, str] | None = None) -> bool:
         return False
@@ -328,8 +326,8 @@ def _join_cluster(address: str | None) -> None:
         _ray().init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
     except ConnectionError as exc:
         raise UsageError(
-            f"cannot reach the Ray cluster at {named or 'the address `ray start` last recorded'} ({exc}); start it with "
-            "`ray start --head`, or pass the address of a running one with --ray-address (or RAY_ADDRESS)"
+            f"cannot reach the Ray cluster at {named or 'the address `ray start` last recorded'} ({exc}); "
+            "start it with `ray start --head`, or pass the address of a running one with --ray-address (or RAY_ADDRESS)"
         ) from None
 
 

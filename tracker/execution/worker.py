@@ -43,12 +43,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from probes import Case, Outcome, Probe, ProbeContext, ProbeResult, get_probe, run_case
+from probes import Case, Probe, ProbeContext, ProbeResult, get_probe, run_case
 from probes.command import CommandCheck
 from probes.registry import ProbeLoadError
 from probes.runner import ended_case
 from probes.sources import ProbeSpec, resolve
 from tracker.core.errors import UsageError
+from tracker.core.verdicts import Outcome
 from tracker.execution.client import command_environment
 from tracker.execution.environment import device_error, environment, quiet_torch_import
 from tracker.execution.protocol import (
@@ -114,8 +115,10 @@ def _run(job: Job) -> dict[str, Any]:
     except ProbeLoadError as exc:
         return {"error": str(exc)}
     if job.code_hash and probe.code_hash != job.code_hash:
-        return {"error": f"probe {probe.name!r} changed while this command ran (code hash {probe.code_hash}, "
-                f"results are stored under {job.code_hash}); run the command again"}  # fmt: skip
+        return {
+            "error": f"probe {probe.name!r} changed while this command ran (code hash {probe.code_hash}, "
+            f"results are stored under {job.code_hash}); run the command again"
+        }
     started = time.perf_counter()
     reads: Reads | None = None
     if changed := _snapshot_changed(Path(job.root)):
@@ -187,7 +190,11 @@ def main() -> int:
         channel.send({"error": str(exc)})
         return 2
     # the log's first line: which GPUs this worker was given (one per slot on a machine of several)
-    print(f"probe worker {os.getpid()} CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)')}", file=sys.stderr, flush=True)
+    print(
+        f"probe worker {os.getpid()} CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)')}",
+        file=sys.stderr,
+        flush=True,
+    )
     channel.send({"ready": os.getpid()})
     _serve(channel)
     sys.stdout.flush()
