@@ -12,11 +12,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
-from tracker.core.records import RunRow, SessionRow, StepRow, StretchRecord
+from tracker.core.records import RunRow, SessionRow, StepRow, StretchRecord, stretch_kind
 from tracker.core.verdicts import BAD_OUTCOMES, Outcome, State, state_of, verdict_of
 from tracker.queries import check_filters, filter_runs
 from tracker.report.model import Cell, CellState, ReportBisect, ReportData
-from tracker.scan import stretch_kind
 from tracker.search.transitions import find_transitions
 from tracker.targets.reuse import attempt_settings
 from tracker.workspace import Workspace

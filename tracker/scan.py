@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tracker.core.measurements import Measurement
-from tracker.core.records import CommitInfo, StretchKind, StretchRecord, TransitionRecord
+from tracker.core.records import CommitInfo, StretchRecord, TransitionRecord, stretch_kind
 from tracker.core.results import ProbeScan, ScanReport
 from tracker.core.verdicts import State, Verdict, state_of
 from tracker.measure import Prober
@@ -33,11 +33,6 @@ from tracker.targets.revisions import FETCH_MORE, Repo, cut_at
 
 MAX_SAMPLES = 64
 CONFIRM_RUNS = 2
-
-
-def stretch_kind(state: State) -> StretchKind:
-    """What a stretch of untestable (``SKIP``) or flaky revisions is called."""
-    return "untestable" if state is State.SKIP else "flaky"
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from tracker.core.verdicts import Outcome
+from tracker.core.verdicts import Outcome, State
 
 StepVerdict = Literal["good", "bad", "skip"]
 FINISHED = "finished"
@@ -190,6 +190,11 @@ class TransitionKind(enum.StrEnum):
 
 PairKind = Literal["reverts", "relands"]
 StretchKind = Literal["untestable", "flaky"]
+
+
+def stretch_kind(state: State) -> StretchKind:
+    """What a stretch of untestable (``SKIP``) or flaky revisions is called."""
+    return "untestable" if state is State.SKIP else "flaky"
 
 
 @dataclass(frozen=True)
