@@ -1,38 +1,65 @@
-"""The layout shows the architecture: imports run one way (cli -> API -> search | targets |
-execution | report -> db -> core), the pure search knows nothing of git, SQL or torch, and no
-module grows past 400 lines."""
+"""The layout of DESIGN §2: imports run one way (cli -> API -> search | targets | execution | report
+-> db -> core), the pure search knows nothing of git, SQL or torch, nothing but the demo's probes
+imports the demo backend, each class is declared once, and no module or function grows past its bound."""
 
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
+from collections import defaultdict
+from functools import cache
 from pathlib import Path
 
-import pytest
+import click
+from gitrepo import GitRepo
+
+from tracker.cli.app import COMMANDS, main
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("tracker", "db", "probes")
-API = {
-    "tracker.workspace", "tracker.measure", "tracker.bisect_session", "tracker.bisect_options", "tracker.stored_bisect",
-    "tracker.scan", "tracker.track", "tracker.queries",
+PACKAGES = ("tracker", "db", "probes", "backend")
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 80
+
+# What each layer may import from the project besides itself: only what lies below it. Within the middle
+# layer the arrows run one way too: execution runs probes in the snapshots targets make, and the report
+# renders what the pure search words; search, targets and the report never import execution.
+ALLOWED = {
+    "core": set(),
+    "db": {"core"},
+    "backend": set(),
+    "probes": {"core", "backend"},
+    "search": {"core"},
+    "targets": {"core", "db", "probes"},
+    "execution": {"core", "db", "probes", "targets"},
+    "report": {"core", "db", "search"},
+    "api": {"core", "db", "probes", "search", "targets", "execution", "report"},
+    "demo": {"core", "db", "probes", "search", "targets", "execution", "report", "api"},
+    "cli": {"core", "db", "probes", "search", "targets", "execution", "report", "api", "demo"},
 }
-MAX_LINES = 400
+FOREIGN_TO_SEARCH = {"git", "sqlalchemy", "torch", "subprocess"}
 
 
+@cache
 def modules() -> dict[str, Path]:
     found = {}
     for package in PACKAGES:
         for path in (ROOT / package).rglob("*.py"):
-            if "migrations" in path.parts:
-                continue
-            name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
-            found[name] = path
+            if "migrations" not in path.parts:
+                found[".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")] = path
     return found
 
 
-def imports_of(path: Path) -> set[str]:
-    """Every module named by an import, at any depth in the file (lazy imports count too)."""
+@cache
+def tree_of(module: str) -> ast.Module:
+    return ast.parse(modules()[module].read_text())
+
+
+def imports_of(module: str) -> set[str]:
+    """Every module named by an import, at any depth in the file."""
     names = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(tree_of(module)):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -41,70 +68,96 @@ def imports_of(path: Path) -> set[str]:
 
 
 def layer(module: str) -> str:
-    if module.startswith("tracker.cli"):
-        return "cli"
-    if module in API:
-        return "api"
-    for part in ("search", "targets", "execution", "report", "demo", "core"):
-        if module.startswith(f"tracker.{part}"):
-            return part
-    return module.split(".")[0]
+    top, _, rest = module.partition(".")
+    if top != "tracker":
+        return top
+    package = rest.split(".")[0]
+    if package in {"cli", "core", "search", "targets", "execution", "report", "demo"}:
+        return package
+    return "core" if not rest else "api"
 
 
-# What each layer may import from the project (besides itself).
-ALLOWED = {
-    "core": set(),
-    "db": {"core"},
-    "search": {"core"},
-    "targets": {"core", "db", "probes"},
-    "execution": {"core", "db", "targets", "probes"},
-    "report": {"core", "db", "search", "targets", "api"},
-    "probes": {"core", "backend"},
-    "api": {"core", "db", "search", "targets", "execution", "report", "probes", "api"},
-    "demo": {"core", "db", "search", "targets", "execution", "report", "probes", "api", "backend"},
-    "cli": {"core", "db", "search", "targets", "execution", "report", "probes", "api", "demo"},
-    "tracker": {"core"},
-}
-OURS = {"tracker", "db", "probes", "backend"}
-
-
-@pytest.mark.parametrize("module", sorted(modules()))
-def test_imports_run_one_way(module: str) -> None:
-    own = layer(module)
-    for name in imports_of(modules()[module]):
-        if name.split(".")[0] not in OURS:
-            continue
-        other = layer(name)
-        assert other == own or other in ALLOWED[own], f"{module} ({own}) imports {name} ({other})"
+def test_imports_run_one_way() -> None:
+    wrong = []
+    for module in sorted(modules()):
+        own = layer(module)
+        for name in sorted(imports_of(module)):
+            if name.split(".")[0] in PACKAGES and layer(name) != own and layer(name) not in ALLOWED[own]:
+                wrong.append(f"{module} ({own}) imports {name} ({layer(name)})")
+    assert not wrong, "\n".join(wrong)
 
 
 def test_the_search_knows_nothing_of_git_sql_or_torch() -> None:
-    for module, path in modules().items():
-        if layer(module) == "search":
-            foreign = {name.split(".")[0] for name in imports_of(path)} & {"git", "sqlalchemy", "torch", "subprocess"}
-            assert not foreign, f"{module} imports {foreign}"
+    wrong = [
+        f"{module} imports {name}"
+        for module in sorted(modules())
+        if layer(module) == "search"
+        for name in sorted(imports_of(module))
+        if name.split(".")[0] in FOREIGN_TO_SEARCH
+    ]
+    assert not wrong, "\n".join(wrong)
 
 
 def test_only_the_demo_probes_import_the_demo_backend() -> None:
-    for module, path in modules().items():
-        if any(name.split(".")[0] == "backend" for name in imports_of(path)):
-            assert module.startswith("probes.demo_backend"), f"{module} imports backend"
+    wrong = [
+        module
+        for module in sorted(modules())
+        if layer(module) != "backend"
+        and not module.startswith("probes.demo_backend")
+        and any(name.split(".")[0] == "backend" for name in imports_of(module))
+    ]
+    assert not wrong, f"import the demo backend: {wrong}"
 
 
-@pytest.mark.parametrize("module", sorted(modules()))
-def test_no_module_over_400_lines(module: str) -> None:
-    lines = len(modules()[module].read_text().splitlines())
-    assert lines <= MAX_LINES, f"{module} has {lines} lines"
+def test_each_class_is_declared_once() -> None:
+    places = defaultdict(list)
+    for module in sorted(modules()):
+        for node in tree_of(module).body:
+            if isinstance(node, ast.ClassDef):
+                places[node.name].append(module)
+    twice = {name: where for name, where in places.items() if len(where) > 1}
+    assert not twice, f"declared more than once: {twice}"
 
 
-def test_every_command_is_listed_with_the_module_that_defines_it() -> None:
-    """The CLI imports a command's module only when that command is asked for (``COMMAND_MODULES``):
-    a command missing from the list would be unreachable."""
-    import importlib
+def test_no_module_over_its_bound() -> None:
+    lines = {module: len(path.read_text().splitlines()) for module, path in modules().items()}
+    over = {module: count for module, count in sorted(lines.items()) if count > MAX_MODULE_LINES}
+    assert not over, f"over {MAX_MODULE_LINES} lines: {over}"
 
-    from tracker.cli.app import COMMAND_MODULES, main
 
-    for module in set(COMMAND_MODULES.values()):
-        importlib.import_module(f"tracker.cli.{module}")
-    defined = {name: command.callback.__module__ for name, command in main.commands.items()}  # type: ignore[union-attr]
-    assert defined == {name: f"tracker.cli.{module}" for name, module in COMMAND_MODULES.items()}
+def test_no_function_over_its_bound() -> None:
+    over = []
+    for module in sorted(modules()):
+        for node in ast.walk(tree_of(module)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    over.append(f"{module}.{node.name}: {length} lines")
+    assert not over, "\n".join(over)
+
+
+def test_every_lazily_declared_command_loads() -> None:
+    """The group lists every command of ``COMMANDS`` and loads each from its ``module:attribute``."""
+    ctx = click.Context(main)
+    assert main.list_commands(ctx) == sorted(COMMANDS)
+    for name, path in COMMANDS.items():
+        command = main.get_command(ctx, name)
+        assert isinstance(command, click.Command) and command.name == name, path
+
+
+def test_a_query_command_does_not_import_the_probing_module(tmp_path: Path) -> None:
+    """A query runs without loading the commands that run probes, nor their API."""
+    repo = GitRepo(tmp_path / "repo")
+    repo.commit("Add a file", {"file.txt": "1\n"})
+    code = (
+        "import sys\n"
+        "from tracker.cli.app import main\n"
+        "try:\n"
+        f"    main(['regressions', '--repo', {str(repo.path)!r}])\n"
+        "except SystemExit as done:\n"
+        "    print(done.code, 'tracker.cli.probing' in sys.modules, 'tracker.probing' in sys.modules)\n"
+    )
+    env = {**os.environ, "REGTRACK_HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT)}
+    env.pop("REGTRACK_DB_URL", None)
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert result.stdout.splitlines()[-1] == "0 False False", result.stdout + result.stderr
