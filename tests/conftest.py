@@ -4,13 +4,11 @@ import os
 from collections.abc import Iterator
 
 import pytest
+from chromium import browser  # noqa: F401  (the fixture of the report tests)
+from demo_histories import DemoHistories
+from postgres_server import Server, missing, running_server
 
 from tracker.execution.environment import quiet_torch_import
-
-quiet_torch_import()
-import torch  # noqa: E402
-from chromium import browser  # noqa: F401  (the fixture of the report tests)
-from postgres_server import Server, missing, running_server  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -26,10 +24,29 @@ def postgres() -> Iterator[Server]:
         yield server
 
 
+@pytest.fixture(scope="session")
+def demo_histories(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoHistories]:
+    """Each demo history built once per session and shared; ``copy`` gives a test one to write to.
+    A shared one written to would let one test's leftovers decide another's result: that fails the run."""
+    histories = DemoHistories(tmp_path_factory.mktemp("demo-histories"))
+    yield histories
+    assert not histories.written_to(), "a test wrote to a shared demo history; give it demo_histories.copy"
+
+
+def cuda_available() -> bool:
+    """Whether torch sees a CUDA device: imports torch, so it is asked only when a GPU test was collected."""
+    quiet_torch_import()
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if torch.cuda.is_available():
+    gpu_items = [item for item in items if "gpu" in item.keywords]
+    if not gpu_items or cuda_available():
         return
     skip_gpu = pytest.mark.skip(reason="needs a CUDA device")
-    for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip_gpu)
+    for item in gpu_items:
+        item.add_marker(skip_gpu)

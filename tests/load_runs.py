@@ -15,7 +15,10 @@ def load_test(*urls: str, writers: int, runs: int) -> list[dict]:
     options = [option for url in urls for option in ("--url", url)]
     result = subprocess.run(
         [sys.executable, str(SCRIPT), "--writers", str(writers), "--runs", str(runs), *options, "--json"],
-        capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     return [json.loads(line) for line in result.stdout.splitlines()]

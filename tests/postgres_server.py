@@ -42,7 +42,9 @@ class Server:
         import psycopg
 
         name = f"regtrack_{secrets.token_hex(4)}"
-        with psycopg.connect(host=str(self.socket_dir), port=self.port, user="regtrack", dbname="postgres", autocommit=True) as db:
+        with psycopg.connect(
+            host=str(self.socket_dir), port=self.port, user="regtrack", dbname="postgres", autocommit=True
+        ) as db:
             db.execute(f'CREATE DATABASE "{name}"')
         return self.url(name)
 

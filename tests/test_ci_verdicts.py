@@ -64,6 +64,7 @@ def test_a_commit_only_skipped_makes_a_clean_run_3_and_a_bad_one_1(
     assert exit_status({**clean, extra: [Verdict.SKIP, Verdict.BAD]}) is ExitStatus.BAD
 
 
+@pytest.mark.slow
 def test_run_exits_3_where_no_probe_can_judge_the_revision(demo: tuple[Path, DemoManifest]) -> None:
     repo, manifest = demo
     broken = regtrack("run", "--repo", str(repo), *PROBES, "--json", manifest.untestable.first)
@@ -96,6 +97,7 @@ def test_a_binary_search_fed_inverted_verdicts_finds_the_first_good_index(case: 
     assert search.answer().culprit == fix
 
 
+@pytest.mark.slow
 def test_find_fix_names_the_commit_that_fixed_the_overwrite(demo: tuple[Path, DemoManifest]) -> None:
     repo, manifest = demo
     overwrite = manifest.bugs["target_verify_overwrite"]
@@ -125,6 +127,7 @@ def test_find_fix_names_the_commit_that_fixed_the_overwrite(demo: tuple[Path, De
     assert "first fixed commit" in page.read_text(), "the HTML report words a fix search too"
 
 
+@pytest.mark.slow
 def test_find_fix_checks_that_the_old_end_fails_and_the_new_end_passes(demo: tuple[Path, DemoManifest]) -> None:
     repo, manifest = demo
     overwrite = manifest.bugs["target_verify_overwrite"]
@@ -157,6 +160,7 @@ class Interrupted(Exception):
     """Stands for the user's ^C after the session's first steps were stored."""
 
 
+@pytest.mark.slow
 def test_a_resumed_find_fix_session_keeps_searching_for_the_fix(demo: tuple[Path, DemoManifest]) -> None:
     repo, manifest = demo
     overwrite = manifest.bugs["target_verify_overwrite"]

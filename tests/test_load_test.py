@@ -12,5 +12,11 @@ def test_racing_writers_store_every_run_once_on_sqlite(tmp_path: Path) -> None:
     [outcome] = load_test(f"sqlite:///{tmp_path / 'load.db'}", writers=4, runs=60)
     assert outcome["store"] == "sqlite"
     assert (outcome["runs_stored"], outcome["commits_stored"]) == (4 * 60, 15)
-    assert outcome["errors"] == outcome["duplicate_commits"] == outcome["duplicate_trees"] == outcome["duplicate_environments"] == 0
+    assert (
+        outcome["errors"]
+        == outcome["duplicate_commits"]
+        == outcome["duplicate_trees"]
+        == outcome["duplicate_environments"]
+        == 0
+    )
     assert outcome["met"]

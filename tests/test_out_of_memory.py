@@ -87,19 +87,49 @@ def _remove(cgroup: Path) -> None:
 
 def command_job(argv: list[str], root: Path) -> dict:
     spec = command_spec("allocates", argv, root)
-    return {"probe": spec.name, "case_id": "command", "root": str(root), "device": "cpu", "dtype": "float32", "seed": 0, "source": spec.to_json(), "timeout_s": 60}
+    return {
+        "probe": spec.name,
+        "case_id": "command",
+        "root": str(root),
+        "device": "cpu",
+        "dtype": "float32",
+        "seed": 0,
+        "source": spec.to_json(),
+        "timeout_s": 60,
+    }
 
 
 def test_the_oom_killers_sigkill_is_out_of_memory_outright(small_cgroup: Path, tmp_path: Path) -> None:
-    greedy = {"probe": "exit_test_greedy", "case_id": "only", "root": str(tmp_path), "device": "cpu", "dtype": "float32", "seed": 0}
+    greedy = {
+        "probe": "exit_test_greedy",
+        "case_id": "only",
+        "root": str(tmp_path),
+        "device": "cpu",
+        "dtype": "float32",
+        "seed": 0,
+    }
     python = [sys.executable, "-c", ALLOCATE]
     in_a_shell = ["sh", "-c", f"{shlex.join(python)}; exit $?"]
     jobs = [greedy, command_job(python, tmp_path), command_job(in_a_shell, tmp_path)]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(PROJECT_ROOT), str(Path(__file__).parent))), "REGTRACK_HOME": str(tmp_path / "home")}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join((str(PROJECT_ROOT), str(Path(__file__).parent))),
+        "REGTRACK_HOME": str(tmp_path / "home"),
+    }
     driver = subprocess.run(
-        [sys.executable, "-c", DRIVER, str(small_cgroup / "cgroup.procs"), json.dumps(jobs), str(tmp_path / "worker.log")],
-        env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            DRIVER,
+            str(small_cgroup / "cgroup.procs"),
+            json.dumps(jobs),
+            str(tmp_path / "worker.log"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert driver.returncode == 0, driver.stderr
     assert json.loads(driver.stdout) == [
         ["error", "out of memory: worker killed by SIGKILL (the kernel's OOM killer)"],

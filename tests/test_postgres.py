@@ -9,17 +9,18 @@ from pathlib import Path
 
 import pytest
 from cli_in import regtrack
+from demo_histories import DemoHistories
 from load_runs import load_test
 from postgres_server import Server
 from sqlalchemy import create_engine, text
 
-from db.revision import head_revision
+from db.models import SCHEMA_REVISION
 from db.store import Store
-from tracker.demo.history import DemoManifest, build_demo_history
+from tracker.demo.history import DemoManifest
 from tracker.demo.target import DEMO_TARGET
 from tracker.track import track_lock
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 
 @pytest.fixture
@@ -31,28 +32,41 @@ def database(postgres: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, DemoManifest]:
-    path = tmp_path_factory.mktemp("history") / "demo"
-    return path, build_demo_history(path, 60)
+def demo(demo_histories: DemoHistories) -> tuple[Path, DemoManifest]:
+    return demo_histories.shared(60)
 
 
 def test_the_migrations_run_on_postgresql(database: str) -> None:
     Store.open(database).close()
     engine = create_engine(database)
     with engine.connect() as connection:
-        assert connection.execute(text("SELECT version_num FROM alembic_version")).scalar() == head_revision()
+        assert connection.execute(text("SELECT version_num FROM alembic_version")).scalar() == SCHEMA_REVISION
         tables = set(connection.execute(text("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")).scalars())
     engine.dispose()
     assert {"commits", "runs", "claims", "environments", "input_sets", "bisect_sessions"} <= tables
 
 
 def bisect(repo: Path, good: str, bad: str) -> dict:
-    result = regtrack("bisect", "--repo", str(repo), "--good", good, "--bad", bad, "--probe", "target_verify_metadata", "--json", cwd=repo)
+    result = regtrack(
+        "bisect",
+        "--repo",
+        str(repo),
+        "--good",
+        good,
+        "--bad",
+        bad,
+        "--probe",
+        "target_verify_metadata",
+        "--json",
+        cwd=repo,
+    )
     assert result.exit_code == 1, result.output
     return json.loads(result.stdout)
 
 
-def test_a_bisect_is_stored_in_postgresql_and_answered_from_it_again(database: str, demo: tuple[Path, DemoManifest]) -> None:
+def test_a_bisect_is_stored_in_postgresql_and_answered_from_it_again(
+    database: str, demo: tuple[Path, DemoManifest]
+) -> None:
     repo, manifest = demo
     overwrite = manifest.bugs["target_verify_overwrite"]
     good, bad = manifest.untestable.mended, overwrite.fixed + "~1"
@@ -65,7 +79,9 @@ def test_a_bisect_is_stored_in_postgresql_and_answered_from_it_again(database: s
     assert json.loads(history.stdout)
 
 
-def test_the_track_lock_is_a_database_advisory_lock(database: str, demo: tuple[Path, DemoManifest], tmp_path: Path) -> None:
+def test_the_track_lock_is_a_database_advisory_lock(
+    database: str, demo: tuple[Path, DemoManifest], tmp_path: Path
+) -> None:
     repo, _ = demo
     with Store.open(database) as other_host:
         assert other_host.shared

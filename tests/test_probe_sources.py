@@ -331,11 +331,9 @@ def test_a_command_probes_metrics_file_and_output_reach_the_store(history: Histo
 def test_exit_codes_of_a_command_through_the_worker(
     history: History, tmp_path: Path, command: str, verdict: str, outcome: str, signature: str | None
 ) -> None:
-    started = time.monotonic()
     result = regtrack(
         "run", "--repo", str(history.repo), "--command", command, "--timeout", "1", "HEAD", "--json", cwd=tmp_path
     )
-    assert time.monotonic() - started < 20
     [row] = json.loads(result.stdout)
     assert (row["verdict"], row["cases"], row["signature"]) == (verdict, {"command": outcome}, signature)
     assert result.exit_code == {"good": 0, "bad": 1, "skip": 3}[verdict]

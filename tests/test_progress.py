@@ -240,6 +240,7 @@ def demo(demo_histories: DemoHistories) -> Path:
     return demo_histories.shared(60)[0]
 
 
+@pytest.mark.slow
 def test_run_on_the_demo_prints_nothing_on_stderr_but_its_steps(demo: Path, tmp_path: Path) -> None:
     """The demo's probes import torch in the parent and in the worker: no NumPy warning, nothing else."""
     result = regtrack(tmp_path / "home", demo, "run", "HEAD", "--json")

@@ -18,13 +18,14 @@ from pathlib import Path
 
 import pytest
 from cli_in import regtrack
+from demo_histories import DemoHistories
 from gitrepo import GitRepo
 from worker_probes import __file__ as worker_probes_file
 
-from probes import Outcome
-from tracker.demo.history import DemoManifest, build_demo_history
-from tracker.execution.protocol import Job
 from tracker.core.errors import UsageError
+from tracker.core.verdicts import Outcome
+from tracker.demo.history import DemoManifest
+from tracker.execution.protocol import Job
 from tracker.execution.ray_executor import ACTOR_DIED, RayExecutor
 
 if os.environ.get("CI"):
@@ -32,7 +33,7 @@ if os.environ.get("CI"):
 else:
     ray = pytest.importorskip("ray")
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 GPUS = 4
 TEST_ENV = {"REGTRACK_PROBE_MODULES": "worker_probes", "PYTHONPATH": str(Path(worker_probes_file).resolve().parent)}
@@ -53,9 +54,8 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, DemoManifest]:
-    path = tmp_path_factory.mktemp("history") / "demo"
-    return path, build_demo_history(path, 150)
+def demo(demo_histories: DemoHistories) -> tuple[Path, DemoManifest]:
+    return demo_histories.shared(150)
 
 
 def executor(tmp_path: Path, workers: int = GPUS, **options: object) -> RayExecutor:
@@ -106,15 +106,32 @@ def test_a_case_that_kills_every_actor_it_runs_on_is_a_crash(tmp_path: Path) -> 
 
 def bisect(repo: Path, good: str, bad: str, *options: str) -> dict:
     result = regtrack(
-        "bisect", "--repo", str(repo), "--good", good, "--bad", bad, "--probe", "target_verify_metadata",
-        "--executor", "ray", "--json", *options, cwd=repo,
-    )  # fmt: skip
+        "bisect",
+        "--repo",
+        str(repo),
+        "--good",
+        good,
+        "--bad",
+        bad,
+        "--probe",
+        "target_verify_metadata",
+        "--executor",
+        "ray",
+        "--json",
+        *options,
+        cwd=repo,
+    )
     assert result.exit_code == 1, result.output
     return json.loads(result.stdout)
 
 
 def first_parent_count(repo: Path, good: str, bad: str) -> int:
-    out = subprocess.run(["git", "-C", str(repo), "rev-list", "--first-parent", "--count", f"{good}..{bad}"], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        ["git", "-C", str(repo), "rev-list", "--first-parent", "--count", f"{good}..{bad}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return int(out.stdout)
 
 
@@ -130,7 +147,9 @@ def test_kary_with_four_actors_takes_ceil_log5_rounds(demo: tuple[Path, DemoMani
     assert report["rounds"] < math.ceil(math.log2(n))
 
 
-def test_killing_an_actor_mid_bisect_loses_no_step_and_gives_the_same_answer(demo: tuple[Path, DemoManifest], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_killing_an_actor_mid_bisect_loses_no_step_and_gives_the_same_answer(
+    demo: tuple[Path, DemoManifest], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     repo, manifest = demo
     overwrite = manifest.bugs["target_verify_overwrite"]
     good, bad = manifest.untestable.mended, overwrite.fixed + "~1"
@@ -175,11 +194,11 @@ def actors_with_a_worker() -> list[int]:
 def test_more_actors_than_the_cluster_can_place_stop_the_command(tmp_path: Path) -> None:
     """Five one-CPU actors on a four-CPU cluster: the fifth is never placed. The command stops
     with a line that says so, instead of waiting for the fifth actor's answer for ever."""
-    started = time.monotonic()
-    with pytest.raises(UsageError, match=r"no Ray node took an actor .* within 3s; add nodes or ask for fewer --workers"):
+    with pytest.raises(
+        UsageError, match=r"no Ray node took an actor .* within 3s; add nodes or ask for fewer --workers"
+    ):
         with executor(tmp_path, workers=GPUS + 1, start_timeout_s=3) as ray_executor:
             ray_executor.environment()
-    assert time.monotonic() - started < 60
     with executor(tmp_path, workers=GPUS) as ray_executor:  # the unplaced actor was given back
         assert len(ray_executor.placements()) == GPUS
 
@@ -200,7 +219,18 @@ def regtrack_process(checkout: Path, *args: str) -> subprocess.Popen[str]:
     """``regtrack run --executor ray ARGS HEAD`` in its own process, as a user's shell would start it."""
     env = {name: value for name, value in os.environ.items() if name not in ("RAY_ADDRESS", "REGTRACK_DB_URL")}
     env["REGTRACK_HOME"] = str(checkout.parent / "home")
-    command = [sys.executable, "-m", "tracker.cli", "run", "--executor", "ray", *args, "--command", "sh check.sh", "HEAD"]
+    command = [
+        sys.executable,
+        "-m",
+        "tracker.cli",
+        "run",
+        "--executor",
+        "ray",
+        *args,
+        "--command",
+        "sh check.sh",
+        "HEAD",
+    ]
     return subprocess.Popen(command, cwd=checkout, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -247,34 +277,36 @@ def silent_listener() -> Iterator[SilentListener]:
 
 
 def test_an_address_where_nothing_listens_is_one_line_and_exit_2_within_a_minute(checkout: Path) -> None:
-    started = time.monotonic()
     process = regtrack_process(checkout, "--ray-address", "127.0.0.1:1")
     _, stderr = finished(process, UNREACHABLE_IN_S)
     lines = stderr.strip().splitlines()
-    assert time.monotonic() - started < UNREACHABLE_IN_S
     assert process.returncode == 2 and len(lines) == 1, stderr
-    assert lines[0].startswith("regtrack: error: cannot reach the Ray cluster at 127.0.0.1:1 (connection refused"), lines[0]
+    assert lines[0].startswith("regtrack: error: cannot reach the Ray cluster at 127.0.0.1:1 (connection refused"), (
+        lines[0]
+    )
     assert "ray start --head" in lines[0] and "--ray-address" in lines[0]
 
 
-def test_an_address_that_never_answers_is_one_line_and_exit_2_within_a_minute(checkout: Path, silent_listener: SilentListener) -> None:
-    started = time.monotonic()
+def test_an_address_that_never_answers_is_one_line_and_exit_2_within_a_minute(
+    checkout: Path, silent_listener: SilentListener
+) -> None:
     process = regtrack_process(checkout, "--ray-address", f"127.0.0.1:{silent_listener.port}")
     _, stderr = finished(process, UNREACHABLE_IN_S)
-    assert time.monotonic() - started < UNREACHABLE_IN_S
     assert process.returncode == 2, stderr
-    assert stderr.strip().startswith(f"regtrack: error: cannot reach the Ray cluster at 127.0.0.1:{silent_listener.port} (no answer within")
+    assert stderr.strip().startswith(
+        f"regtrack: error: cannot reach the Ray cluster at 127.0.0.1:{silent_listener.port} (no answer within"
+    )
 
 
-def test_sigterm_stops_a_command_waiting_for_the_cluster_at_once(checkout: Path, silent_listener: SilentListener) -> None:
+def test_sigterm_stops_a_command_waiting_for_the_cluster_at_once(
+    checkout: Path, silent_listener: SilentListener
+) -> None:
     process = regtrack_process(checkout, "--ray-address", f"127.0.0.1:{silent_listener.port}")
     assert silent_listener.dialled.wait(60), "regtrack never dialled the cluster's address"
     time.sleep(2)
     assert process.poll() is None, "regtrack gave up before it was sent SIGTERM"
-    sent = time.monotonic()
     process.send_signal(signal.SIGTERM)
     finished(process, 5)
-    assert time.monotonic() - sent < 5
     assert process.returncode == -signal.SIGTERM
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from worker_probes import __file__ as worker_probes_file
 
-from probes import Outcome
+from tracker.core.verdicts import Outcome
 from tracker.execution.protocol import Job
 from tracker.execution.ray_executor import RayExecutor
 
@@ -25,7 +25,7 @@ else:
 
 from ray.cluster_utils import Cluster  # noqa: E402
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 TEST_ENV = {"REGTRACK_PROBE_MODULES": "worker_probes", "PYTHONPATH": str(Path(worker_probes_file).resolve().parent)}
 NODES = 3

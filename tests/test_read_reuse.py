@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 from cli_in import regtrack
+from demo_histories import DemoHistories
 from gitrepo import GitRepo
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tracker.demo.history import build_demo_history
 from tracker.targets.inputs import (
     ABSENT,
     Listing,
@@ -28,7 +28,8 @@ from tracker.targets.inputs import (
 )
 
 MODULE_PROBE = '''\
-from probes import Outcome, ProbeResult
+from probes import ProbeResult
+from tracker.core.verdicts import Outcome
 
 
 def verify(ctx, params):
@@ -80,7 +81,9 @@ def listing_of(files: dict[str, str]) -> Listing:
 
 
 @given(trees.map(leaves), st.data())
-def test_what_was_read_holds_where_it_was_read_and_breaks_when_a_read_file_changes(files: dict[str, str], data: st.DataObject) -> None:
+def test_what_was_read_holds_where_it_was_read_and_breaks_when_a_read_file_changes(
+    files: dict[str, str], data: st.DataObject
+) -> None:
     listing = listing_of(files)
     read = data.draw(st.lists(st.sampled_from(sorted(files)), min_size=1, unique=True))
     entries = traced(Reads(tuple(read), ("",), tuple(read)), listing)
@@ -153,10 +156,16 @@ def run_row(where: Path, *args: str) -> dict:
 @pytest.fixture()
 def mylib(tmp_path: Path) -> tuple[GitRepo, Path]:
     repo = GitRepo(tmp_path / "work")
-    repo.commit("Add mylib", {
-        "mylib/__init__.py": '"""mylib."""\n', "mylib/core.py": CORE, "mylib/extra.py": "UNUSED = 1\n",
-        "docs/index.md": "# mylib\n", "ci/probes.py": MODULE_PROBE,
-    })  # fmt: skip
+    repo.commit(
+        "Add mylib",
+        {
+            "mylib/__init__.py": '"""mylib."""\n',
+            "mylib/core.py": CORE,
+            "mylib/extra.py": "UNUSED = 1\n",
+            "docs/index.md": "# mylib\n",
+            "ci/probes.py": MODULE_PROBE,
+        },
+    )
     where = tmp_path / "config"
     where.mkdir()
     (where / "regtrack.toml").write_text(CONFIG.format(repo=str(repo.path)).replace("python", sys.executable, 1))
@@ -164,10 +173,14 @@ def mylib(tmp_path: Path) -> tuple[GitRepo, Path]:
 
 
 @pytest.mark.parametrize("probe", ["verify", "check"])
-def test_a_commit_that_changes_only_files_the_probe_never_read_runs_nothing(mylib: tuple[GitRepo, Path], probe: str) -> None:
+def test_a_commit_that_changes_only_files_the_probe_never_read_runs_nothing(
+    mylib: tuple[GitRepo, Path], probe: str
+) -> None:
     repo, where = mylib
     assert run_row(where, "--probe", probe, "HEAD")["reused"] is False
-    repo.commit("Edit an unused module and the docs", {"mylib/extra.py": "UNUSED = 2\n", "docs/index.md": "# mylib, v2\n"})
+    repo.commit(
+        "Edit an unused module and the docs", {"mylib/extra.py": "UNUSED = 2\n", "docs/index.md": "# mylib, v2\n"}
+    )
     row = run_row(where, "--probe", probe, "HEAD")
     assert (row["reused"], row["verdict"]) == (True, "good")
     repo.commit("Plant the bug", {"mylib/core.py": BUGGY_CORE})
@@ -184,7 +197,9 @@ def test_a_reused_result_is_stored_at_the_revision_it_stands_for(mylib: tuple[Gi
     edit = repo.commit("Edit the docs", {"docs/index.md": "# mylib, v2\n"})
     assert run_row(where, "--probe", "verify", "HEAD")["reused"] is True
     shown = json.loads(regtrack("show", edit, "--json", cwd=where).stdout)["runs"]
-    assert [(r["sha"], r["outcome"], r["measured_at"], r["same_tree"]) for r in shown] == [(edit, "pass", first["sha"], False)]
+    assert [(r["sha"], r["outcome"], r["measured_at"], r["same_tree"]) for r in shown] == [
+        (edit, "pass", first["sha"], False)
+    ]
     with sqlite3.connect(home / "data" / "regtrack.db") as db:
         rows = db.execute("SELECT id, reused_from_id, duration_s, input_set_id FROM runs ORDER BY id").fetchall()
     [(source, none, _, inputs), (_, reused_from, duration, same_inputs)] = rows
@@ -211,7 +226,9 @@ def test_other_settings_do_not_reuse_what_was_read(mylib: tuple[GitRepo, Path]) 
 def test_a_target_with_a_setup_step_reuses_by_tree_only(mylib: tuple[GitRepo, Path]) -> None:
     repo, where = mylib
     config = where / "regtrack.toml"
-    config.write_text(config.read_text().replace('paths = ["mylib", "docs"]', 'paths = ["mylib", "docs"]\nsetup = ["true"]'))
+    config.write_text(
+        config.read_text().replace('paths = ["mylib", "docs"]', 'paths = ["mylib", "docs"]\nsetup = ["true"]')
+    )
     assert run_row(where, "--probe", "verify", "HEAD")["reused"] is False
     repo.commit("Edit the docs", {"docs/index.md": "# mylib, v2\n"})
     assert run_row(where, "--probe", "verify", "HEAD")["reused"] is False
@@ -220,14 +237,20 @@ def test_a_target_with_a_setup_step_reuses_by_tree_only(mylib: tuple[GitRepo, Pa
 def test_reads_of_a_module_probe_are_an_error(mylib: tuple[GitRepo, Path]) -> None:
     _, where = mylib
     config = where / "regtrack.toml"
-    config.write_text(config.read_text().replace('module = "ci/probes.py:verify"', 'module = "ci/probes.py:verify"\nreads = ["mylib"]'))
+    config.write_text(
+        config.read_text().replace(
+            'module = "ci/probes.py:verify"', 'module = "ci/probes.py:verify"\nreads = ["mylib"]'
+        )
+    )
     result = regtrack("run", "--probe", "verify", "HEAD", cwd=where)
     assert result.exit_code == 2 and result.stderr.count("\n") == 1
     assert "reads is for a command" in result.stderr
 
 
 @pytest.mark.parametrize("bytecode", [False, True], ids=["bytecode-off", "bytecode-cached"])
-def test_a_demo_probe_records_the_backend_files_it_read(tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch, bytecode: bool) -> None:
+def test_a_demo_probe_records_the_backend_files_it_read(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch, demo_histories: DemoHistories, bytecode: bool
+) -> None:
     """With bytecode written (as on any machine without PYTHONDONTWRITEBYTECODE), a case after the
     first imports the backend from cached bytecode and opens no source: the reads must be the same."""
     if bytecode:
@@ -235,11 +258,13 @@ def test_a_demo_probe_records_the_backend_files_it_read(tmp_path: Path, home: Pa
     else:
         monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
     repo = tmp_path / "demo"
-    build_demo_history(repo, 60)
+    demo_histories.copy(60, repo)
     result = regtrack("run", "--repo", str(repo), "--probe", "swa_page_table", "HEAD", "--json", cwd=tmp_path)
     assert result.exit_code == 0, result.output
     with sqlite3.connect(home / "data" / "regtrack.db") as db:
-        [(entries,)] = db.execute("SELECT DISTINCT input_sets.entries FROM runs JOIN input_sets ON runs.input_set_id = input_sets.id").fetchall()
+        [(entries,)] = db.execute(
+            "SELECT DISTINCT input_sets.entries FROM runs JOIN input_sets ON runs.input_set_id = input_sets.id"
+        ).fetchall()
     read = dict(json.loads(entries))
     assert "f:backend/__init__.py" in read and "d:backend" in read
     assert all(key.startswith(("f:backend/", "d:backend", "d:")) for key in read)

@@ -22,6 +22,9 @@ from tracker.report.model import ReportData
 from tracker.reporting import build_report
 from tracker.workspace import Workspace
 
+# Every test here rests on a module fixture that measures the demo history with its torch probes.
+pytestmark = pytest.mark.slow
+
 SCRIPT_SUBJECT = "<script>document.title='pwned'</script>"
 PROBES = ("target_verify_metadata", "swa_page_table")
 PROBE_OPTIONS = ("--probe", PROBES[0], "--probe", PROBES[1])

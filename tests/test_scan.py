@@ -6,20 +6,26 @@ import json
 
 import pytest
 from click.testing import CliRunner
+from demo_histories import DemoHistories
 
 from tracker.cli.app import main
-from tracker.demo.history import DemoManifest, build_demo_history
+from tracker.demo.history import DemoManifest
+
+# Every test here rests on a module fixture that measures the demo history with its torch probes.
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def scanned(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, DemoManifest]:
+def scanned(tmp_path_factory: pytest.TempPathFactory, demo_histories: DemoHistories) -> tuple[dict, DemoManifest]:
     home = tmp_path_factory.mktemp("home")
-    manifest = build_demo_history(home / "demo", 150)
+    repo, manifest = demo_histories.shared(150)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("REGTRACK_HOME", str(home))
         patch.delenv("REGTRACK_DB_URL", raising=False)
-        result = CliRunner().invoke(main, ["scan", "--repo", str(home / "demo"), "--seed", "0", "--json"], catch_exceptions=False)
-        again = CliRunner().invoke(main, ["scan", "--repo", str(home / "demo"), "--seed", "0", "--json"], catch_exceptions=False)
+        result = CliRunner().invoke(
+            main, ["scan", "--repo", str(repo), "--seed", "0", "--json"], catch_exceptions=False
+        )
+        again = CliRunner().invoke(main, ["scan", "--repo", str(repo), "--seed", "0", "--json"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     return {"first": json.loads(result.stdout), "again": json.loads(again.stdout)}, manifest
 
@@ -44,16 +50,23 @@ def test_the_overwrite_story_with_its_revert_and_reland(scanned: tuple[dict, Dem
     assert f"first broken by {bug.introduced[:12]}" in story
 
 
-def test_the_swa_bug_and_no_clean_transition_from_untestable_or_flaky_stretches(scanned: tuple[dict, DemoManifest]) -> None:
+def test_the_swa_bug_and_no_clean_transition_from_untestable_or_flaky_stretches(
+    scanned: tuple[dict, DemoManifest],
+) -> None:
     output, manifest = scanned
     swa = manifest.bugs["swa_partial_page"]
-    assert by_probe(output["first"], "swa_page_table") == [(swa.introduced, "regression", None), (swa.fixed, "fix", None)]
+    assert by_probe(output["first"], "swa_page_table") == [
+        (swa.introduced, "regression", None),
+        (swa.fixed, "fix", None),
+    ]
     assert by_probe(output["first"], "decode_graph_replay") == []
     stretches = output["first"]["stretches"]
     untestable = {(s["first"], s["last"]) for s in stretches if s["kind"] == "untestable"}
     assert untestable == {(manifest.untestable.first, manifest.untestable.last)}
     flaky = [s for s in stretches if s["kind"] == "flaky"]
-    assert [(s["probe"], s["first"], s["last"]) for s in flaky] == [("decode_graph_replay", manifest.flaky.first, manifest.flaky.last)]
+    assert [(s["probe"], s["first"], s["last"]) for s in flaky] == [
+        ("decode_graph_replay", manifest.flaky.first, manifest.flaky.last)
+    ]
     every_transition = {t["sha"] for t in output["first"]["transitions"]}
     assert manifest.untestable.first not in every_transition and manifest.flaky.first not in every_transition
 

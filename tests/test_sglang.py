@@ -66,6 +66,7 @@ def executed_attempts(home: Path) -> dict[tuple[str, int], tuple[tuple[int, ...]
     return {key: (tuple(by_case[c] for c in sorted(by_case)), seeds[key]) for key, by_case in cases.items()}
 
 
+@pytest.mark.slow
 def test_a_scan_finds_the_story_with_its_revert_and_re_land_paired(
     story: ShapedManifest, tmp_path: Path, home: Path
 ) -> None:
@@ -96,6 +97,7 @@ def test_a_scan_finds_the_story_with_its_revert_and_re_land_paired(
     assert {seed for _, seed in executed.values()} == {0}
 
 
+@pytest.mark.slow
 def test_input_tracked_reuse_runs_nothing_for_unread_files_and_runs_for_a_read_one(
     story: ShapedManifest, tmp_path: Path
 ) -> None:
@@ -109,6 +111,7 @@ def test_input_tracked_reuse_runs_nothing_for_unread_files_and_runs_for_a_read_o
     assert after_touch["reused"] is False and after_touch["verdict"] == before_touch["verdict"]
 
 
+@pytest.mark.slow
 def test_a_revision_that_reaches_a_stub_is_untestable(story: ShapedManifest, tmp_path: Path) -> None:
     where = configured(story, tmp_path / "config")
     result = regtrack("run", "--probe", PROBE, story.role("stub_reached"), "--json", cwd=where)
@@ -117,6 +120,7 @@ def test_a_revision_that_reaches_a_stub_is_untestable(story: ShapedManifest, tmp
     assert row["verdict"] == "skip" and "stub reached" in row["signature"]
 
 
+@pytest.mark.slow
 def test_every_era_is_judged_by_its_behaviour_and_an_unsupported_one_is_no_regression(tmp_path: Path) -> None:
     crossing = build_cross_era_history(tmp_path / "sglang", bad_commits=1, reverted_commits=1)
     assert crossing.era == CROSS_ERA

@@ -11,11 +11,12 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
+from demo_histories import DemoHistories
 from gitrepo import GitRepo
 
-from tracker.demo.bugs import read_tree
-from tracker.demo.history import backend_root, build_demo_history
 from tracker.core.errors import UsageError
+from tracker.demo.bugs import read_tree
+from tracker.demo.history import backend_root
 from tracker.targets.revisions import Repo
 from tracker.targets.snapshots import (
     AUTO_GC_EVERY_S,
@@ -291,10 +292,10 @@ def test_uncreatable_cache_root(work: GitRepo, tmp_path: Path) -> None:
         SnapshotCache(blocker / "cache").materialise(Repo(work.path), "HEAD", BACKEND)
 
 
-def test_demo_head_snapshot_is_the_backend_package(tmp_path: Path) -> None:
-    manifest = build_demo_history(tmp_path / "demo", 60)
+def test_demo_head_snapshot_is_the_backend_package(tmp_path: Path, demo_histories: DemoHistories) -> None:
+    repo, manifest = demo_histories.shared(60)
     cache = SnapshotCache(tmp_path / "cache")
-    snapshot = cache.materialise(Repo(tmp_path / "demo"), manifest.head, BACKEND)
+    snapshot = cache.materialise(Repo(repo), manifest.head, BACKEND)
     assert read_tree(snapshot) == read_tree(backend_root())
 
 

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -484,10 +483,8 @@ def test_locked_database_is_a_usage_error(db_path: Path) -> None:
     holder = sqlite3.connect(db_path, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
     try:
-        started = time.monotonic()
         with pytest.raises(UsageError) as info:
             Store.open(busy_timeout_ms=100)
-        assert time.monotonic() - started < 5
     finally:
         holder.execute("ROLLBACK")
         holder.close()

@@ -70,6 +70,7 @@ def add_commits(repo: Path, count: int, bug_at: int | None) -> str | None:
     return culprit
 
 
+@pytest.mark.slow
 def test_a_new_regression_is_bisected_reported_and_the_rerun_runs_nothing(
     tracked: tuple[Path, DemoManifest], tmp_path: Path
 ) -> None:
@@ -135,6 +136,7 @@ def test_a_head_that_fails_at_the_first_run_fails_since_the_baseline_or_earlier(
     assert "| `swa_page_table` | bad | failing since" in (out / "regtrack-summary.md").read_text()
 
 
+@pytest.mark.slow
 def test_a_head_that_no_probe_can_judge_exits_3_with_every_case_skipped(
     tracked: tuple[Path, DemoManifest], tmp_path: Path
 ) -> None:
@@ -161,6 +163,7 @@ def test_a_head_that_no_probe_can_judge_exits_3_with_every_case_skipped(
     assert json.loads(mended.stdout)["commits"] == 2
 
 
+@pytest.mark.slow
 def test_a_second_concurrent_track_exits_with_a_clear_message(
     tracked: tuple[Path, DemoManifest], tmp_path: Path
 ) -> None:

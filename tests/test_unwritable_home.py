@@ -32,9 +32,13 @@ def checkout(repo: GitRepo) -> Path:
 def regtrack(checkout: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     inherited = {name: value for name, value in os.environ.items() if name not in ("REGTRACK_DB_URL", "REGTRACK_HOME")}
     return subprocess.run(
-        [sys.executable, "-m", "tracker.cli", *args], cwd=checkout, env={**inherited, **env},
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [sys.executable, "-m", "tracker.cli", *args],
+        cwd=checkout,
+        env={**inherited, **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def one_line_error(result: subprocess.CompletedProcess[str], *needles: str) -> str:
@@ -55,7 +59,9 @@ RUN = ("run", "--command", "sh check.sh", "HEAD")
 def test_a_sqlite_url_in_a_missing_directory_is_refused_and_creates_nothing(checkout: Path, tmp_path: Path) -> None:
     missing = tmp_path / "nonexistent" / "dir"
     for command in (RUN, ("history",), ("db", "upgrade")):
-        result = regtrack(checkout, *command, REGTRACK_HOME=str(tmp_path / "home"), REGTRACK_DB_URL=f"sqlite:///{missing / 'x.db'}")
+        result = regtrack(
+            checkout, *command, REGTRACK_HOME=str(tmp_path / "home"), REGTRACK_DB_URL=f"sqlite:///{missing / 'x.db'}"
+        )
         one_line_error(result, f"directory {missing} of database {missing / 'x.db'} does not exist", "create it")
     assert not (tmp_path / "nonexistent").exists()
 
@@ -110,20 +116,30 @@ def used_home(checkout: Path, tmp_path: Path) -> Path:
 def test_gc_of_an_unwritable_cache_says_so(checkout: Path, used_home: Path) -> None:
     with unwritable(used_home):
         result = regtrack(checkout, "gc", "--max-age", "0s", REGTRACK_HOME=str(used_home))
-    one_line_error(result, f"cannot clean the snapshot cache {used_home / 'cache' / 'snapshots'}", "writable", "REGTRACK_HOME")
+    one_line_error(
+        result, f"cannot clean the snapshot cache {used_home / 'cache' / 'snapshots'}", "writable", "REGTRACK_HOME"
+    )
 
 
-@pytest.mark.parametrize("command", [RUN, ("history",), ("show", "HEAD"), ("regressions",), ("scan", "HEAD~0..HEAD")], ids=" ".join)
-def test_a_command_with_an_unwritable_database_directory_says_so(checkout: Path, used_home: Path, command: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(
+    "command", [RUN, ("history",), ("show", "HEAD"), ("regressions",), ("scan", "HEAD~0..HEAD")], ids=" ".join
+)
+def test_a_command_with_an_unwritable_database_directory_says_so(
+    checkout: Path, used_home: Path, command: tuple[str, ...]
+) -> None:
     data = used_home / "data"
     with unwritable(used_home):
         result = regtrack(checkout, *command, REGTRACK_HOME=str(used_home))
-    line = one_line_error(result, f"database {data / 'regtrack.db'} cannot be opened: its directory {data} cannot be written")
+    line = one_line_error(
+        result, f"database {data / 'regtrack.db'} cannot be opened: its directory {data} cannot be written"
+    )
     assert "REGTRACK_HOME" in line and "REGTRACK_DB_URL" in line
     assert "restore it" not in line and "damaged" not in line
 
 
-def test_a_query_with_its_database_elsewhere_leaves_an_unwritable_cache_alone(checkout: Path, used_home: Path, tmp_path: Path) -> None:
+def test_a_query_with_its_database_elsewhere_leaves_an_unwritable_cache_alone(
+    checkout: Path, used_home: Path, tmp_path: Path
+) -> None:
     """The cache is cleaned as a command finishes, at most hourly; one it cannot write to is no
     reason for the command to fail."""
     elsewhere = f"sqlite:///{tmp_path / 'elsewhere.db'}"
@@ -134,8 +150,12 @@ def test_a_query_with_its_database_elsewhere_leaves_an_unwritable_cache_alone(ch
     assert [row["outcome"] for row in json.loads(result.stdout)] == ["pass"]
 
 
-def test_a_run_that_needs_a_snapshot_in_an_unwritable_cache_says_so(repo: GitRepo, used_home: Path, tmp_path: Path) -> None:
+def test_a_run_that_needs_a_snapshot_in_an_unwritable_cache_says_so(
+    repo: GitRepo, used_home: Path, tmp_path: Path
+) -> None:
     checkout = repo.path
     with unwritable(used_home):
-        result = regtrack(checkout, *RUN, REGTRACK_HOME=str(used_home), REGTRACK_DB_URL=f"sqlite:///{tmp_path / 'elsewhere.db'}")
+        result = regtrack(
+            checkout, *RUN, REGTRACK_HOME=str(used_home), REGTRACK_DB_URL=f"sqlite:///{tmp_path / 'elsewhere.db'}"
+        )
     one_line_error(result, str(used_home / "cache" / "snapshots"))
