@@ -61,8 +61,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # Runs from a checkout, where regtrack need not be installed.
 sys.path.insert(0, str(ROOT))
 
-from tracker.demo.fast_import import FastImportStream, Signature, fast_import
-from tracker.demo.history import DemoManifest, build_demo_history
+from tracker.demo.fast_import import FastImportStream, Signature, fast_import  # noqa: E402 - after the sys.path insert
+from tracker.demo.history import DemoManifest, build_demo_history  # noqa: E402 - after the sys.path insert
 
 PROBE = "target_verify_metadata"
 BUG = "target_verify_overwrite"
@@ -78,7 +78,8 @@ import os, sys
 from pathlib import Path
 with open(os.environ[{counter!r}], "a") as counter:
     counter.write(os.getcwd() + "\\n")
-from probes import Outcome, ProbeContext, get_probe, run_probe, summarize
+from probes import ProbeContext, get_probe, run_probe, summarize
+from tracker.core.verdicts import Outcome
 result = summarize(run_probe(get_probe({probe!r}), ProbeContext(root=Path.cwd(), device={device!r}, dtype={dtype!r})))
 bad = {{Outcome.FAIL, Outcome.CRASH, Outcome.TIMEOUT}}
 sys.exit(1 if result.outcome in bad else 0 if result.outcome is Outcome.PASS else 125)
@@ -110,7 +111,9 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 def git(repo: Path, *args: str, env: dict[str, str] | None = None) -> str:
-    result = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, env=env or clean_env(), check=False)
+    result = subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, env=env or clean_env(), check=False
+    )
     if result.returncode != 0:
         raise RuntimeError(f"git {' '.join(args)} failed in {repo}: {result.stderr.strip()}")
     return result.stdout
@@ -136,12 +139,22 @@ def run_git(demo: Path, work: Path, good: str, bad: str, device: str, dtype: str
     env = clean_env(**{COUNTER_ENV: str(counter)})
     started = time.perf_counter()
     start = subprocess.run(
-        ["git", "bisect", "start", "--first-parent", bad, good], cwd=clone, env=env, capture_output=True, text=True, check=False
+        ["git", "bisect", "start", "--first-parent", bad, good],
+        cwd=clone,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if start.returncode != 0:
         raise RuntimeError(f"git bisect start failed: {start.stderr.strip()}")
     run = subprocess.run(
-        ["git", "bisect", "run", *git_probe_argv(device, dtype)], cwd=clone, env=env, capture_output=True, text=True, check=False
+        ["git", "bisect", "run", *git_probe_argv(device, dtype)],
+        cwd=clone,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     wall = time.perf_counter() - started
     (work / "git-bisect-run.log").write_text(run.stdout + run.stderr)
@@ -149,7 +162,9 @@ def run_git(demo: Path, work: Path, good: str, bad: str, device: str, dtype: str
     executions = len(counter.read_text().splitlines())
     subprocess.run(["git", "bisect", "reset", "--quiet"], cwd=clone, env=env, capture_output=True, check=False)
     note = "" if run.returncode == 0 else f"git bisect run exited {run.returncode}; see {work / 'git-bisect-run.log'}"
-    return ToolResult("git bisect run (ends not tested)", executions, wall, found.group(1) if found else None, run.returncode, note)
+    return ToolResult(
+        "git bisect run (ends not tested)", executions, wall, found.group(1) if found else None, run.returncode, note
+    )
 
 
 def git_probe_argv(device: str, dtype: str) -> list[str]:
@@ -157,13 +172,35 @@ def git_probe_argv(device: str, dtype: str) -> list[str]:
 
 
 def run_regtrack(
-    label: str, demo: Path, home: Path, good: str, bad: str, device: str, dtype: str, log: Path,
-    selector: tuple[str, ...] = ("--probe", PROBE), counter: Path | None = None,
-) -> ToolResult:  # fmt: skip
+    label: str,
+    demo: Path,
+    home: Path,
+    good: str,
+    bad: str,
+    device: str,
+    dtype: str,
+    log: Path,
+    selector: tuple[str, ...] = ("--probe", PROBE),
+    counter: Path | None = None,
+) -> ToolResult:
     command = [
-        sys.executable, "-m", "tracker.cli", "bisect", "--good", good, "--bad", bad, *selector,
-        "--repo", str(demo), "--device", device, "--dtype", dtype, "--json",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "tracker.cli",
+        "bisect",
+        "--good",
+        good,
+        "--bad",
+        bad,
+        *selector,
+        "--repo",
+        str(demo),
+        "--device",
+        device,
+        "--dtype",
+        dtype,
+        "--json",
+    ]
     env = clean_env(REGTRACK_HOME=str(home), **({COUNTER_ENV: str(counter)} if counter else {}))
     if not home.exists():
         # set-up, like git's clone: the database a machine that has used regtrack before already has
@@ -198,11 +235,20 @@ def bench(work: Path, commits: int, device: str, dtype: str, command_only: bool 
     build_s = time.perf_counter() - started
     good, bad, first_bad, n, merges = pick_range(manifest, demo)
     print(f"demo history: {commits} commits, built in {build_s:.1f} s at {demo}")
-    print(f"probe {PROBE}, range good {good[:12]} .. bad {bad[:12]}: n = {n} first-parent commits in (good, bad], {merges} merge(s)")
+    print(
+        f"probe {PROBE}, range good {good[:12]} .. bad {bad[:12]}: "
+        f"n = {n} first-parent commits in (good, bad], {merges} merge(s)"
+    )
     print(f"expected first bad commit: {first_bad[:12]} (the introduction of {BUG})")
     print(flush=True)
     # untimed: the first import of torch after a boot reads it from disk; neither tool should pay for that
-    subprocess.run(git_probe_argv(device, dtype), cwd=demo, env=clean_env(**{COUNTER_ENV: os.devnull}), capture_output=True, check=False)
+    subprocess.run(
+        git_probe_argv(device, dtype),
+        cwd=demo,
+        env=clean_env(**{COUNTER_ENV: os.devnull}),
+        capture_output=True,
+        check=False,
+    )
     git_result = run_git(demo, work, good, bad, device, dtype)
     ok = True if command_only else bench_probe(work, demo, good, bad, first_bad, n, device, dtype, git_result)
     ok = bench_command(work, demo, good, bad, first_bad, n, device, dtype, git_result) and ok
@@ -210,12 +256,18 @@ def bench(work: Path, commits: int, device: str, dtype: str, command_only: bool 
     return 0 if bench_cheap(work) and ok else 1
 
 
-def bench_probe(work: Path, demo: Path, good: str, bad: str, first_bad: str, n: int, device: str, dtype: str, git_result: ToolResult) -> bool:
+def bench_probe(
+    work: Path, demo: Path, good: str, bad: str, first_bad: str, n: int, device: str, dtype: str, git_result: ToolResult
+) -> bool:
     home = work / "regtrack-home"
     results = [
         git_result,
-        run_regtrack("regtrack bisect (both ends counted)", demo, home, good, bad, device, dtype, work / "regtrack-1.log"),
-        run_regtrack("regtrack bisect, 2nd identical run", demo, home, good, bad, device, dtype, work / "regtrack-2.log"),
+        run_regtrack(
+            "regtrack bisect (both ends counted)", demo, home, good, bad, device, dtype, work / "regtrack-1.log"
+        ),
+        run_regtrack(
+            "regtrack bisect, 2nd identical run", demo, home, good, bad, device, dtype, work / "regtrack-2.log"
+        ),
     ]
     git_result, first, second = results
 
@@ -228,19 +280,25 @@ def bench_probe(work: Path, demo: Path, good: str, bad: str, first_bad: str, n: 
     print(table(rows, ["tool", "executions", "wall s", "culprit ok"]))
     for r in results:
         if r.culprit != first_bad:
-            print(f"  {r.tool}: named {r.culprit or 'nothing'}, expected {first_bad}" + (f"; {r.note}" if r.note else ""))
+            print(
+                f"  {r.tool}: named {r.culprit or 'nothing'}, expected {first_bad}" + (f"; {r.note}" if r.note else "")
+            )
     print()
     limit = math.ceil(math.log2(n)) + 2
     ok = first.executions is not None and first.executions <= limit
     print(f"regtrack executions <= ceil(log2 n) + 2: {'yes' if ok else 'no'} ({first.executions} <= {limit})")
-    print(f"git bisect run executions = {git_result.executions} (ends not tested; {git_result.executions + 2} with them)")
+    print(
+        f"git bisect run executions = {git_result.executions} (ends not tested; {git_result.executions + 2} with them)"
+    )
     print(f"wall ratio regtrack/git = {first.wall_s / git_result.wall_s:.2f} (target <= 0.5)")
     print(f"second identical bisect executions = {second.executions} (target 0)")
     print(flush=True)
     return all(r.culprit == first_bad for r in results)
 
 
-def bench_command(work: Path, demo: Path, good: str, bad: str, first_bad: str, n: int, device: str, dtype: str, git_result: ToolResult) -> bool:
+def bench_command(
+    work: Path, demo: Path, good: str, bad: str, first_bad: str, n: int, device: str, dtype: str, git_result: ToolResult
+) -> bool:
     """The same command line under `git bisect run` and under `regtrack bisect --command`."""
     counter = work / "command-probe-count.txt"
     command = shlex.join(git_probe_argv(device, dtype))
@@ -248,32 +306,69 @@ def bench_command(work: Path, demo: Path, good: str, bad: str, first_bad: str, n
     for strategy in ("binary", "auto"):
         selector, home = ("--command", command, "--strategy", strategy), work / f"regtrack-command-{strategy}-home"
         log = work / f"regtrack-command-{strategy}.log"
-        rows.append(run_regtrack(f"regtrack bisect --command, {strategy}", demo, home, good, bad, device, dtype, log, selector, counter))
+        rows.append(
+            run_regtrack(
+                f"regtrack bisect --command, {strategy}", demo, home, good, bad, device, dtype, log, selector, counter
+            )
+        )
     again, home = ("--command", command, "--strategy", "binary"), work / "regtrack-command-binary-home"
     repeats = [
-        run_regtrack("  2nd identical bisect", demo, home, good, bad, device, dtype, work / "regtrack-command-2.log", again, counter)
+        run_regtrack(
+            "  2nd identical bisect",
+            demo,
+            home,
+            good,
+            bad,
+            device,
+            dtype,
+            work / "regtrack-command-2.log",
+            again,
+            counter,
+        )
         for _ in range(SECOND_RUNS)
     ]
     second = sorted(repeats, key=lambda r: r.wall_s)[SECOND_RUNS // 2]
-    print(f'regtrack bisect --command against git bisect run: the same command, paths "." (n = {n}, every commit changes the tree)')
-    print(table([_command_row(r, first_bad) for r in [*rows, second]], ["tool", "executions", "wall s", "s / execution", "culprit ok"]))
+    print(
+        'regtrack bisect --command against git bisect run: the same command, paths "." '
+        f"(n = {n}, every commit changes the tree)"
+    )
+    print(
+        table(
+            [_command_row(r, first_bad) for r in [*rows, second]],
+            ["tool", "executions", "wall s", "s / execution", "culprit ok"],
+        )
+    )
     for r in [*rows, second]:
         if r.culprit != first_bad:
-            print(f"  {r.tool}: named {r.culprit or 'nothing'}, expected {first_bad}" + (f"; {r.note}" if r.note else ""))
+            print(
+                f"  {r.tool}: named {r.culprit or 'nothing'}, expected {first_bad}" + (f"; {r.note}" if r.note else "")
+            )
     binary = rows[1]
     if git_result.executions and binary.executions:
         per_git, per_regtrack = git_result.wall_s / git_result.executions, binary.wall_s / binary.executions
         print(f"wall per execution regtrack/git = {per_regtrack / per_git:.2f} (binary; target <= 1.1)")
-        print(f"whole-command wall ratio regtrack/git = {binary.wall_s / git_result.wall_s:.2f} (binary, both ends included; target <= 1.3)")
+        print(
+            f"whole-command wall ratio regtrack/git = {binary.wall_s / git_result.wall_s:.2f} "
+            "(binary, both ends included; target <= 1.3)"
+        )
         print(f"  with auto's confirmation rerun: {rows[2].wall_s / git_result.wall_s:.2f}")
     walls = ", ".join(f"{r.wall_s:.2f}" for r in repeats)
-    print(f"second identical bisect: {second.wall_s:.2f} s, the median of {SECOND_RUNS} runs ({walls}), {second.executions} executions (target < 0.5 s, 0)")
+    print(
+        f"second identical bisect: {second.wall_s:.2f} s, the median of {SECOND_RUNS} runs ({walls}), "
+        f"{second.executions} executions (target < 0.5 s, 0)"
+    )
     return all(r.culprit == first_bad for r in [*rows, *repeats])
 
 
 def _command_row(r: ToolResult, first_bad: str) -> list[str]:
     per = f"{r.wall_s / r.executions:.2f}" if r.executions else "-"
-    return [r.tool, "?" if r.executions is None else str(r.executions), f"{r.wall_s:.2f}", per, "yes" if r.culprit == first_bad else "no"]
+    return [
+        r.tool,
+        "?" if r.executions is None else str(r.executions),
+        f"{r.wall_s:.2f}",
+        per,
+        "yes" if r.culprit == first_bad else "no",
+    ]
 
 
 CHEAP_COMMITS = 500
@@ -300,8 +395,16 @@ def build_cheap_repository(path: Path) -> list[str]:
         files = {"value.txt": f"{i}\n".encode()}
         if i == 0:
             files.update({f"src/mod{k}.py": f"X = {k}\n".encode() for k in range(50)})
-        parent = [stream.commit("refs/heads/main", Signature("A U Thor", "a@example.com", 1_700_000_000 + 60 * i), f"value {i}", parent, files)]
-    shas = fast_import(path, stream.take(), marks)
+        parent = [
+            stream.commit(
+                "refs/heads/main",
+                Signature("A U Thor", "a@example.com", 1_700_000_000 + 60 * i),
+                f"value {i}",
+                parent,
+                files,
+            )
+        ]
+    fast_import(path, stream.take(), marks)
     git(path, "reset", "--hard", "--quiet")
     (path / "check.py").write_text(CHEAP_CHECK)
     (path / ".git" / "info" / "exclude").write_text("check.py\n")
@@ -324,20 +427,38 @@ def bench_cheap(work: Path) -> bool:
     counter.write_text("")
     started = time.perf_counter()
     subprocess.run(["git", "bisect", "start", bad, good], cwd=repo, env=env, capture_output=True, check=True)
-    run = subprocess.run(["git", "bisect", "run", "python3", "check.py"], cwd=repo, env=env, capture_output=True, text=True, check=False)
+    run = subprocess.run(
+        ["git", "bisect", "run", "python3", "check.py"], cwd=repo, env=env, capture_output=True, text=True, check=False
+    )
     git_wall = time.perf_counter() - started
     subprocess.run(["git", "bisect", "reset"], cwd=repo, env=env, capture_output=True, check=False)
     found = re.search(r"^([0-9a-f]{40}) is the first bad commit", run.stdout, re.MULTILINE)
     git_executions = len(counter.read_text().splitlines())
-    rows = [["git bisect run (ends not run)", str(git_executions), f"{git_wall:.2f}", "1.00", "-", "yes" if found and found.group(1) == culprit else "no"]]
+    rows = [
+        [
+            "git bisect run (ends not run)",
+            str(git_executions),
+            f"{git_wall:.2f}",
+            "1.00",
+            "-",
+            "yes" if found and found.group(1) == culprit else "no",
+        ]
+    ]
     ok = bool(found and found.group(1) == culprit)
-    for label, flags, allowed in (("regtrack bisect --command", (), git_executions + 2), ("  --assume-ends", ("--assume-ends",), git_executions)):
+    for label, flags, allowed in (
+        ("regtrack bisect --command", (), git_executions + 2),
+        ("  --assume-ends", ("--assume-ends",), git_executions),
+    ):
         home = work / f"cheap-home{len(rows)}"
         home_env = clean_env(REGTRACK_HOME=str(home))
         regtrack = [sys.executable, "-m", "tracker.cli"]
         subprocess.run([*regtrack, "db", "upgrade"], env=home_env, capture_output=True, check=True)
-        subprocess.run([*regtrack, "run", "--command", "true", "HEAD"], cwd=repo, env=home_env, capture_output=True, check=False)
-        fixed = sorted(timed([*regtrack, "run", "--command", "true", "HEAD", "--fresh"], repo, home_env)[1] for _ in range(3))[1]
+        subprocess.run(
+            [*regtrack, "run", "--command", "true", "HEAD"], cwd=repo, env=home_env, capture_output=True, check=False
+        )
+        fixed = sorted(
+            timed([*regtrack, "run", "--command", "true", "HEAD", "--fresh"], repo, home_env)[1] for _ in range(3)
+        )[1]
         argv = [*regtrack, "bisect", "--good", good, "--bad", bad, "--command", "python3 check.py", *flags, "--json"]
         first, wall = timed(argv, repo, home_env)
         report = json.loads(first.stdout) if first.stdout.strip() else {}
@@ -345,8 +466,20 @@ def bench_cheap(work: Path) -> bool:
         own = (wall - fixed - executions * check_s) / executions if executions else float("nan")
         right = report.get("culprit") == culprit
         ok = ok and right
-        rows.append([label, f"{executions} (target <= {allowed})", f"{wall:.2f}", f"{wall / git_wall:.2f}", f"{own * 1000:.0f} ms", "yes" if right else "no"])
-    print(f"a cheap check: {CHEAP_COMMITS} commits built by the script, python3 check.py untracked, {check_s:.3f} s alone; regtrack's fixed cost {fixed:.2f} s")
+        rows.append(
+            [
+                label,
+                f"{executions} (target <= {allowed})",
+                f"{wall:.2f}",
+                f"{wall / git_wall:.2f}",
+                f"{own * 1000:.0f} ms",
+                "yes" if right else "no",
+            ]
+        )
+    print(
+        f"a cheap check: {CHEAP_COMMITS} commits built by the script, python3 check.py untracked, "
+        f"{check_s:.3f} s alone; regtrack's fixed cost {fixed:.2f} s"
+    )
     print(table(rows, ["tool", "executions", "wall s", "x git", "own cost / execution", "culprit ok"]))
     print("targets: wall <= 1.3x git's; own cost per execution <= 50 ms")
     return ok
@@ -358,8 +491,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", type=Path, metavar="DIR", help="work in DIR (missing or empty) and keep it")
     parser.add_argument("--device", default="cpu", help="probe device for both tools (cpu or cuda)")
     parser.add_argument("--dtype", help="probe dtype (default: float32 on cpu, bfloat16 on cuda)")
-    parser.add_argument("--command-only", action="store_true", help="only the rows of regtrack bisect --command against git bisect run")
-    parser.add_argument("--cheap-only", action="store_true", help="only the rows of a 0.1 s command check on a repository built by the script")
+    parser.add_argument(
+        "--command-only", action="store_true", help="only the rows of regtrack bisect --command against git bisect run"
+    )
+    parser.add_argument(
+        "--cheap-only",
+        action="store_true",
+        help="only the rows of a 0.1 s command check on a repository built by the script",
+    )
     args = parser.parse_args(argv)
     dtype = args.dtype or ("bfloat16" if args.device.startswith("cuda") else "float32")
     if args.cheap_only:

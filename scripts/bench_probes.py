@@ -21,7 +21,8 @@ import torch  # noqa: E402
 IMPORT_S = time.perf_counter() - _t0
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from probes import Outcome, ProbeContext, all_probes, run_probe, summarize  # noqa: E402
+from probes import ProbeContext, all_probes, run_probe, summarize  # noqa: E402
+from tracker.core.verdicts import Outcome  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_S = {"cpu": 10.0, "cuda": 5.0}

@@ -28,11 +28,31 @@ sys.path.insert(0, str(ROOT))
 from tracker.demo.history import DemoManifest, build_demo_history  # noqa: E402
 
 
-def bisect(repo: Path, manifest: DemoManifest, database: Path, seed: int, args: argparse.Namespace) -> tuple[dict, float]:
+def bisect(
+    repo: Path, manifest: DemoManifest, database: Path, seed: int, args: argparse.Namespace
+) -> tuple[dict, float]:
     command = [
-        sys.executable, "-m", "tracker.cli", "bisect", "--repo", str(repo), "--probe", "decode_graph_replay",
-        "--good", manifest.untestable.mended, "--bad", manifest.flaky.last, "--strategy", args.strategy,
-        "--workers", str(args.workers), "--device", args.device, "--seed", str(seed), "--json",
+        sys.executable,
+        "-m",
+        "tracker.cli",
+        "bisect",
+        "--repo",
+        str(repo),
+        "--probe",
+        "decode_graph_replay",
+        "--good",
+        manifest.untestable.mended,
+        "--bad",
+        manifest.flaky.last,
+        "--strategy",
+        args.strategy,
+        "--workers",
+        str(args.workers),
+        "--device",
+        args.device,
+        "--seed",
+        str(seed),
+        "--json",
     ]
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONPATH": path, "REGTRACK_DB_URL": f"sqlite:///{database}"}
@@ -52,7 +72,9 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--first-seed", type=int, default=1000)
-    parser.add_argument("--out", type=Path, help="where the demo history and databases go (default: a temporary folder)")
+    parser.add_argument(
+        "--out", type=Path, help="where the demo history and databases go (default: a temporary folder)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="regtrack-flaky-") as scratch:
         base = args.out or Path(scratch)
@@ -60,11 +82,17 @@ def main() -> int:
         repo = base / "demo"
         manifest = build_demo_history(repo, 150)
         truth = manifest.flaky.first
-        print(f"# Flaky-stretch bisect: {args.runs} runs, strategy {args.strategy}, {args.workers} worker(s), {args.device}")
+        print(
+            f"# Flaky-stretch bisect: {args.runs} runs, strategy {args.strategy}, "
+            f"{args.workers} worker(s), {args.device}"
+        )
         print()
         print(f"good {manifest.untestable.mended[:12]}, bad {manifest.flaky.last[:12]}, culprit {truth[:12]}")
         print()
-        print("| run | seed | answer | right | confidence | executions | rounds | switched because | fails before / after | seconds |")
+        print(
+            "| run | seed | answer | right | confidence | executions | rounds "
+            "| switched because | fails before / after | seconds |"
+        )
         print("|---:|---:|---|---|---:|---:|---:|---|---|---:|")
         rows = []
         for run in range(args.runs):
@@ -73,15 +101,21 @@ def main() -> int:
             answer = "no culprit" if report["no_culprit"] else (report["culprit"] or "?")[:12]
             right = report["culprit"] == truth
             rates = f"{_rate(report['fail_rate_before'])} / {_rate(report['fail_rate_after'])}"
-            print(f"| {run + 1} | {seed} | {answer} | {'yes' if right else 'NO'} | {report['confidence']:.3f} | "
-                  f"{report['executions']} | {report['rounds']} | {report['switch_reason'] or '-'} | {rates} | {elapsed:.0f} |", flush=True)
+            print(
+                f"| {run + 1} | {seed} | {answer} | {'yes' if right else 'NO'} | {report['confidence']:.3f} | "
+                f"{report['executions']} | {report['rounds']} | "
+                f"{report['switch_reason'] or '-'} | {rates} | {elapsed:.0f} |",
+                flush=True,
+            )
             rows.append((right, report["executions"], elapsed))
     right = sum(r for r, _, _ in rows)
     executions = sorted(e for _, e, _ in rows)
     print()
-    print(f"right: {right}/{len(rows)}; executions mean {sum(executions) / len(rows):.1f}, "
-          f"p95 {executions[max(0, math.ceil(0.95 * len(rows)) - 1)]}, max {executions[-1]}; "
-          f"wall time mean {sum(t for _, _, t in rows) / len(rows):.0f} s")
+    print(
+        f"right: {right}/{len(rows)}; executions mean {sum(executions) / len(rows):.1f}, "
+        f"p95 {executions[max(0, math.ceil(0.95 * len(rows)) - 1)]}, max {executions[-1]}; "
+        f"wall time mean {sum(t for _, _, t in rows) / len(rows):.0f} s"
+    )
     return 0 if right >= args.need else 1
 
 

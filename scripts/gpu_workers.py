@@ -44,19 +44,44 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="regtrack-gpu-workers-"))
     manifest = build_demo_history(work / "demo", args.commits)
     good, bad, planted = manifest.untestable.mended, f"{manifest.bugs[BUG].fixed}^1", manifest.bugs[BUG].introduced
-    print(f"demo: {args.commits} commits; bisect {args.probe} {good[:12]}..{bad}, planted culprit {planted[:12]}; "
-          f"{os.environ.get('CUDA_VISIBLE_DEVICES', 'all')} GPUs visible", flush=True)  # fmt: skip
+    print(
+        f"demo: {args.commits} commits; bisect {args.probe} {good[:12]}..{bad}, planted culprit {planted[:12]}; "
+        f"{os.environ.get('CUDA_VISIBLE_DEVICES', 'all')} GPUs visible",
+        flush=True,
+    )
     print("| W | rounds | executions | wall s | culprit | right | worker GPUs |")
     print("|---:|---:|---:|---:|---|---|---|")
     culprits = set()
     for workers in args.workers:
         home = work / f"home-{workers}"
         command = [
-            sys.executable, "-m", "tracker.cli", "bisect", "--repo", str(work / "demo"), "--probe", args.probe,
-            "--good", good, "--bad", bad, "--strategy", "kary", "--workers", str(workers), "--device", args.device,
-            "--executor", args.executor, "--json",
-        ]  # fmt: skip
-        env = {**os.environ, "REGTRACK_HOME": str(home), "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+            sys.executable,
+            "-m",
+            "tracker.cli",
+            "bisect",
+            "--repo",
+            str(work / "demo"),
+            "--probe",
+            args.probe,
+            "--good",
+            good,
+            "--bad",
+            bad,
+            "--strategy",
+            "kary",
+            "--workers",
+            str(workers),
+            "--device",
+            args.device,
+            "--executor",
+            args.executor,
+            "--json",
+        ]
+        env = {
+            **os.environ,
+            "REGTRACK_HOME": str(home),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        }
         env.pop("REGTRACK_DB_URL", None)
         started = time.perf_counter()
         done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
@@ -65,13 +90,19 @@ def main(argv: list[str] | None = None) -> int:
         try:
             report = json.loads(done.stdout)
         except json.JSONDecodeError:
-            print(f"| {workers} | - | - | {wall:.1f} | exit {done.returncode}: {(done.stderr.strip().splitlines() or ['?'])[-1]} | no | |")
+            print(
+                f"| {workers} | - | - | {wall:.1f} | "
+                f"exit {done.returncode}: {(done.stderr.strip().splitlines() or ['?'])[-1]} | no | |"
+            )
             culprits.add(None)
             continue
         culprit = report["culprit"]
         culprits.add(culprit)
-        print(f"| {workers} | {report['rounds']} | {report['executions']} | {wall:.1f} | {(culprit or '-')[:12]} | "
-              f"{'yes' if culprit == planted else 'no'} | {worker_gpus(home)} |", flush=True)  # fmt: skip
+        print(
+            f"| {workers} | {report['rounds']} | {report['executions']} | {wall:.1f} | {(culprit or '-')[:12]} | "
+            f"{'yes' if culprit == planted else 'no'} | {worker_gpus(home)} |",
+            flush=True,
+        )
     print(f"\nwork directory: {work}")
     return 0 if culprits == {planted} else 1
 

@@ -24,7 +24,7 @@ import tempfile
 import time
 import traceback
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +36,8 @@ from sqlalchemy.orm import Session  # noqa: E402
 
 from db.models import Commit, Environment, Run, TargetTree  # noqa: E402
 from db.store import Store  # noqa: E402
-from probes.api import Outcome  # noqa: E402
 from tracker.core.records import CommitInfo, EnvironmentInfo, RunRecord  # noqa: E402
+from tracker.core.verdicts import Outcome  # noqa: E402
 
 REPOSITORY = Path("/load-test/repository")
 PATHS_KEY = "load-test"
@@ -65,9 +65,10 @@ class Outcomes:
     @property
     def met(self) -> bool:
         return (
-            self.runs_stored == self.runs_expected and self.commits_stored == self.commits_expected
+            self.runs_stored == self.runs_expected
+            and self.commits_stored == self.commits_expected
             and not (self.duplicate_commits or self.duplicate_trees or self.duplicate_environments or self.errors)
-        )  # fmt: skip
+        )
 
 
 def sha_of(text: str) -> str:
@@ -79,7 +80,9 @@ def pool_size(runs: int) -> int:
     return max(1, runs // 4)
 
 
-def writer(url: str, index: int, runs: int, start: multiprocessing.synchronize.Event, errors: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+def writer(
+    url: str, index: int, runs: int, start: multiprocessing.synchronize.Event, errors: multiprocessing.Queue
+) -> None:  # type: ignore[type-arg]
     start.wait()
     try:
         with Store.open(url, busy_timeout_ms=60_000) as store:
@@ -88,16 +91,35 @@ def writer(url: str, index: int, runs: int, start: multiprocessing.synchronize.E
             for number in range(runs):
                 commit = (number + index) % pool_size(runs)
                 sha = sha_of(f"commit {commit}")
-                info = CommitInfo(sha, (sha_of(f"commit {commit - 1}"),), f"commit {commit}", "load test", datetime.now(timezone.utc))
+                info = CommitInfo(
+                    sha, (sha_of(f"commit {commit - 1}"),), f"commit {commit}", "load test", datetime.now(UTC)
+                )
                 store.record_commits(repo_id, [info])
                 tree = sha_of(f"tree {commit}")
                 store.record_trees(repo_id, PATHS_KEY, {sha: tree})
-                environment_id = store.environment(EnvironmentInfo("cpu", torch=STACKS[number % len(STACKS)], python="3.11"))
+                environment_id = store.environment(
+                    EnvironmentInfo("cpu", torch=STACKS[number % len(STACKS)], python="3.11")
+                )
                 store.add_run(
                     RunRecord(
-                        repo_id, sha, tree, environment_id, probe_id, f"writer {index} run {number}", "load", "float32",
-                        Outcome.PASS, {}, None, "", 0.0, datetime.now(timezone.utc), 1, number, "load-test",
-                    )  # fmt: skip
+                        repo_id,
+                        sha,
+                        tree,
+                        environment_id,
+                        probe_id,
+                        f"writer {index} run {number}",
+                        "load",
+                        "float32",
+                        Outcome.PASS,
+                        {},
+                        None,
+                        "",
+                        0.0,
+                        datetime.now(UTC),
+                        1,
+                        number,
+                        "load-test",
+                    )
                 )
     except BaseException:
         errors.put(f"writer {index}: {traceback.format_exc(limit=3)}")

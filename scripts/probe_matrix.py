@@ -20,7 +20,8 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from probes import Outcome, ProbeContext, all_probes, get_probe, run_probe, summarize  # noqa: E402
+from probes import ProbeContext, all_probes, get_probe, run_probe, summarize  # noqa: E402
+from tracker.core.verdicts import Outcome  # noqa: E402
 from tracker.demo.bugs import BUGS, DECODE_STALE_PAGE, apply_edits, read_tree, write_tree  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,11 +66,22 @@ def main(device: str, dtype: str, flaky_seeds: int, json_path: Path | None) -> N
         table.add_column(column)
     for r in rows:
         fmt = lambda v: "" if v is None else f"{v:.2e}"  # noqa: E731
-        table.add_row(r["variant"], r["probe"], r["outcome"], fmt(r["rel_err"]), fmt(r["max_abs_err"]), str(r["seconds"]), r["signature"][:90])
+        table.add_row(
+            r["variant"],
+            r["probe"],
+            r["outcome"],
+            fmt(r["rel_err"]),
+            fmt(r["max_abs_err"]),
+            str(r["seconds"]),
+            r["signature"][:90],
+        )
     console = Console(width=200)
     console.print(table)
     fails = outcomes.count(Outcome.FAIL)
-    console.print(f"flaky bug {DECODE_STALE_PAGE.name}: {DECODE_STALE_PAGE.probe} failed {fails}/{flaky_seeds} executions ({fails / flaky_seeds:.0%})")
+    console.print(
+        f"flaky bug {DECODE_STALE_PAGE.name}: {DECODE_STALE_PAGE.probe} "
+        f"failed {fails}/{flaky_seeds} executions ({fails / flaky_seeds:.0%})"
+    )
     if json_path:
         json_path.write_text(json.dumps({"rows": rows, "flaky_fail_rate": fails / flaky_seeds}, indent=2))
 

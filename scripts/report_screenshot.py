@@ -46,7 +46,9 @@ def screenshot(report: Path, out: Path, width: int, height: int, chromium: str, 
             f"--screenshot={out}",
             report.resolve().as_uri(),
         ]
-        done = subprocess.run(command, check=False, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(
+            command, check=False, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout
+        )
     if done.returncode != 0 or not out.exists():
         raise SystemExit(f"chromium failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
 
@@ -57,7 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", type=Path, help="the PNG to write")
     parser.add_argument("--width", type=int, default=1400, help="window width in CSS pixels (default 1400)")
     parser.add_argument("--height", type=int, default=2400, help="window height in CSS pixels (default 2400)")
-    parser.add_argument("--chromium", default=shutil.which("chromium") or "/usr/bin/chromium", help="the Chromium binary")
+    parser.add_argument(
+        "--chromium", default=shutil.which("chromium") or "/usr/bin/chromium", help="the Chromium binary"
+    )
     args = parser.parse_args(argv)
     if not args.report.is_file():
         parser.error(f"no such report: {args.report}")

@@ -34,7 +34,9 @@ IMPORT_ROOTS = ("python",)
 
 @click.command()
 @click.argument("roots", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="Also write the rows as JSON.")
+@click.option(
+    "--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="Also write the rows as JSON."
+)
 def main(roots: tuple[Path, ...], json_path: Path | None) -> None:
     import torch
 
@@ -60,7 +62,9 @@ def _measure(root: Path) -> dict[str, Any]:
     row["attention"] = attention.result.outcome.value
     row["attention_s"] = round(time.perf_counter() - started, 2)
     row["attention_signature"] = attention.result.signature
-    row.update({key: attention.result.metrics.get(key) for key in ("rel_err", "max_abs_err", "mismatch_frac", "baked_q_len")})
+    row.update(
+        {key: attention.result.metrics.get(key) for key in ("rel_err", "max_abs_err", "mismatch_frac", "baked_q_len")}
+    )
     row["attention_detail"] = attention.result.detail
     comparisons = check_kernels(ProbeContext(root=root, device="cuda", import_roots=IMPORT_ROOTS))
     row["kernels"] = sorted({c.kernel for c in comparisons})
@@ -70,14 +74,29 @@ def _measure(root: Path) -> dict[str, Any]:
 
 
 def _table(rows: list[dict[str, Any]]) -> Table:
-    table = Table("revision", "metadata (CPU)", "attention (XQA, graph)", "rel_err", "max_abs_err", "baked q_len", "kernels", "trials exact")
+    table = Table(
+        "revision",
+        "metadata (CPU)",
+        "attention (XQA, graph)",
+        "rel_err",
+        "max_abs_err",
+        "baked q_len",
+        "kernels",
+        "trials exact",
+    )
     for row in rows:
         kernels = ", ".join(name.rpartition(".")[2] for name in row["kernels"]) or "none defined"
         exact = f"{row['kernel_trials'] - len(row['kernel_mismatches'])}/{row['kernel_trials']}"
         table.add_row(
-            row["revision"], row["metadata"], row["attention"], _figure(row["rel_err"]), _figure(row["max_abs_err"]),
-            _figure(row["baked_q_len"]), kernels, exact,
-        )  # fmt: skip
+            row["revision"],
+            row["metadata"],
+            row["attention"],
+            _figure(row["rel_err"]),
+            _figure(row["max_abs_err"]),
+            _figure(row["baked_q_len"]),
+            kernels,
+            exact,
+        )
     return table
 
 

@@ -44,7 +44,9 @@ ERA = re.compile(r"\bera (\w+)")
 def regtrack(home: Path, config: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "REGTRACK_HOME": str(home)}
     env.pop("REGTRACK_DB_URL", None)
-    return subprocess.run([sys.executable, "-m", "tracker.cli", *args], cwd=config, env=env, capture_output=True, text=True, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "tracker.cli", *args], cwd=config, env=env, capture_output=True, text=True, check=False
+    )
 
 
 def config_dir(repo: Path, where: Path) -> Path:
@@ -57,9 +59,13 @@ def line_of(repo: Path, spec: str) -> list[str]:
     first, _, last = spec.partition("..")
     shas = subprocess.run(
         ["git", "-C", str(repo), "rev-list", "--first-parent", "--reverse", f"{first}..{last or 'HEAD'}"],
-        check=True, capture_output=True, text=True,
-    ).stdout.split()  # fmt: skip
-    base = subprocess.run(["git", "-C", str(repo), "rev-parse", first], check=True, capture_output=True, text=True).stdout.strip()
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    base = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", first], check=True, capture_output=True, text=True
+    ).stdout.strip()
     return [base, *shas]
 
 
@@ -108,9 +114,11 @@ def baseline(repo: Path, line: list[str], probes: list[str], config: Path, work:
 GIT_STEP = """
 import sys
 from pathlib import Path
-from probes import Outcome, ProbeContext, get_probe, run_probe, summarize
+from probes import ProbeContext, get_probe, run_probe, summarize
+from tracker.core.verdicts import Outcome
 result = summarize(run_probe(get_probe({probe!r}), ProbeContext(root=Path.cwd(), import_roots=("python",))))
-sys.exit(1 if result.outcome in {{Outcome.FAIL, Outcome.CRASH, Outcome.TIMEOUT}} else 0 if result.outcome is Outcome.PASS else 125)
+sys.exit(1 if result.outcome in {{Outcome.FAIL, Outcome.CRASH, Outcome.TIMEOUT}} else 0 \
+if result.outcome is Outcome.PASS else 125)
 """
 
 
@@ -119,11 +127,19 @@ def git_bisect(repo: Path, good: str, bad: str, probe: str, work: Path) -> tuple
     subprocess.run(["git", "clone", "--quiet", "--no-checkout", str(repo), str(clone)], check=True)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     started = time.perf_counter()
-    subprocess.run(["git", "-C", str(clone), "bisect", "start", "--first-parent", bad, good], check=True, capture_output=True, env=env)
+    subprocess.run(
+        ["git", "-C", str(clone), "bisect", "start", "--first-parent", bad, good],
+        check=True,
+        capture_output=True,
+        env=env,
+    )
     run = subprocess.run(
         ["git", "-C", str(clone), "bisect", "run", sys.executable, "-P", "-c", GIT_STEP.format(probe=probe)],
-        capture_output=True, text=True, env=env, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     wall = time.perf_counter() - started
     found = re.search(r"^([0-9a-f]{40}) is the first bad commit", run.stdout, re.M)
     steps = run.stdout.count("running ")
@@ -133,7 +149,10 @@ def git_bisect(repo: Path, good: str, bad: str, probe: str, work: Path) -> tuple
 def report(data: dict[str, Any], line: list[str], wall: float, home: Path) -> None:
     eras, inputs, untestable = stored_facts(home)
     print(f"range {line[0][:12]}..{line[-1][:12]}: {len(line)} first-parent commits, scan wall {wall:.1f} s")
-    print(f"executions {data['executions']}, reused {data['reused']} (of {len(line)} commits x {len(data['stories'])} probes)")
+    print(
+        f"executions {data['executions']}, reused {data['reused']} "
+        f"(of {len(line)} commits x {len(data['stories'])} probes)"
+    )
     for probe, count in sorted(inputs.items()):
         print(f"  {probe}: {count} distinct sets of files read")
     print("transitions:")
@@ -155,8 +174,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("range", help="A..B (first-parent)")
     parser.add_argument("--probe", action="append", help=f"(default: {', '.join(SGLANG_PROBES[:3])})")
     parser.add_argument("--home", type=Path, help="REGTRACK_HOME to use (default: a fresh temporary one)")
-    parser.add_argument("--max-samples", type=int, help="trees to sample before bisecting (default: every tree of the range)")
-    parser.add_argument("--baseline", action="store_true", help="also run every commit in a plain loop and print the wall ratio")
+    parser.add_argument(
+        "--max-samples", type=int, help="trees to sample before bisecting (default: every tree of the range)"
+    )
+    parser.add_argument(
+        "--baseline", action="store_true", help="also run every commit in a plain loop and print the wall ratio"
+    )
     parser.add_argument("--git-bisect", nargs=2, metavar=("GOOD", "BAD"), help="also run git bisect run over GOOD..BAD")
     args = parser.parse_args(argv)
     repo = args.repo.resolve()
@@ -173,7 +196,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"plain loop over every commit: {loop:.1f} s; scan/loop = {wall / loop:.2f} (target <= 0.25)")
         if args.git_bisect:
             culprit, steps, bisect_wall = git_bisect(repo, *args.git_bisect, probes[0], work)
-            print(f"git bisect run ({probes[0]}): {steps} steps, {bisect_wall:.1f} s, first bad {culprit[:12] if culprit else 'none'}")
+            print(
+                f"git bisect run ({probes[0]}): {steps} steps, {bisect_wall:.1f} s, "
+                f"first bad {culprit[:12] if culprit else 'none'}"
+            )
     return 0
 
 

@@ -40,8 +40,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tracker.search.strategies import AutoSearch, BayesianSearch, BinarySearch  # noqa: E402
 from tracker.core.verdicts import Verdict  # noqa: E402
+from tracker.search.strategies import AutoSearch, BayesianSearch, BinarySearch  # noqa: E402
 
 SIZES = (128, 1024)
 FLAKES = (0.0, 0.01, 0.05, 0.1, 0.2, 0.3)
@@ -104,7 +104,9 @@ def trial(args: tuple[int, Scenario, str, int, int, dict[str, object]]) -> tuple
         right = answer.no_culprit if culprit is None else (not answer.no_culprit and answer.culprit == culprit)
         return scenario, strategy, right, executions
     k = 1 if strategy == "binary" else int(strategy[3])
-    rule: Callable[[int], bool] = (lambda fails: fails > 0) if strategy.endswith("any") or k == 1 else (lambda fails: 2 * fails > k)
+    rule: Callable[[int], bool] = (
+        (lambda fails: fails > 0) if strategy.endswith("any") or k == 1 else (lambda fails: 2 * fails > k)
+    )
     binary = BinarySearch(size)
     while (j := binary.next_index()) is not None:
         fails = sum(run(j) for _ in range(k))
@@ -190,18 +192,33 @@ def simulation_options(description: str | None) -> argparse.ArgumentParser:
 def anchor_installed(script: str) -> bool:
     """Whether git-bayesect can be imported; if not, says how to install it."""
     if importlib.util.find_spec("git_bayesect") is None:
-        print(f"{script}: the anchor git-bayesect is not installed; pip install -e '.[bench]' (or pip install git-bayesect)", file=sys.stderr)
+        print(
+            f"{script}: the anchor git-bayesect is not installed; "
+            "pip install -e '.[bench]' (or pip install git-bayesect)",
+            file=sys.stderr,
+        )
         return False
     return True
 
 
 def main() -> int:
     parser = simulation_options(__doc__)
-    parser.add_argument("--max-runs", type=int, default=None, help="budget of auto/bayes (default 3000, quick 200: the slowest rows need more than 1,000)")
+    parser.add_argument(
+        "--max-runs",
+        type=int,
+        default=None,
+        help="budget of auto/bayes (default 3000, quick 200: the slowest rows need more than 1,000)",
+    )
     parser.add_argument("--hard-weight", type=float, default=None, help="BayesianSearch hard_weight (default: its own)")
     parser.add_argument("--after-prior", type=float, nargs=2, default=None, help="BayesianSearch after_prior a b")
     parser.add_argument("--intermittent-margin", type=float, default=None, help="BayesianSearch intermittent_margin")
-    parser.add_argument("--guard-after-prior", type=float, nargs=2, default=None, help="BayesianSearch guard_after_prior a b (2 1: the search's own)")
+    parser.add_argument(
+        "--guard-after-prior",
+        type=float,
+        nargs=2,
+        default=None,
+        help="BayesianSearch guard_after_prior a b (2 1: the search's own)",
+    )
     args = parser.parse_args()
     if not anchor_installed("sim_bisect"):
         return 2
@@ -217,9 +234,13 @@ def main() -> int:
     trials = args.trials or (12 if args.quick else 100)
     max_runs = args.max_runs or (200 if args.quick else 3000)
     rows = scenarios()
-    work = [(args.seed, s, strategy, i, max_runs, model) for s in rows for strategy in STRATEGIES for i in range(trials)]
+    work = [
+        (args.seed, s, strategy, i, max_runs, model) for s in rows for strategy in STRATEGIES for i in range(trials)
+    ]
     # Longest first (Bayesian runs on intermittent and no-culprit rows) so the pool ends together.
-    work.sort(key=lambda w: -(w[2] in ("auto", "bayes", ANCHOR)) * (1 + w[1][1] * 10) * (2 if w[1][2] != 1.0 else 1) * w[1][0])
+    work.sort(
+        key=lambda w: -(w[2] in ("auto", "bayes", ANCHOR)) * (1 + w[1][1] * 10) * (2 if w[1][2] != 1.0 else 1) * w[1][0]
+    )
     started = time.time()
     results: dict[tuple[Scenario, str], list[tuple[bool, int]]] = {}
     with Pool(args.jobs) as pool:
@@ -231,9 +252,11 @@ def main() -> int:
         got = results[(scenario, strategy)]
         return sum(r for r, _ in got) / len(got), sum(e for _, e in got) / len(got), p95([e for _, e in got])
 
-    print(f"# Bisect strategies on synthetic oracles: seed {args.seed}, {trials} trials per row, "
-          f"auto/bayes confidence {CONFIDENCE}, max_runs {max_runs}, {elapsed:.0f} s on {args.jobs} processes"
-          + (f", model {model}" if model else ""))
+    print(
+        f"# Bisect strategies on synthetic oracles: seed {args.seed}, {trials} trials per row, "
+        f"auto/bayes confidence {CONFIDENCE}, max_runs {max_runs}, {elapsed:.0f} s on {args.jobs} processes"
+        + (f", model {model}" if model else "")
+    )
     print()
     print("auto and bayes are given flake_rate_prior = the true flake rate (as if learned from history).")
     print("Each cell: accuracy / mean executions / p95 executions. Executions exclude the bad end's given failure.")
@@ -262,30 +285,40 @@ def main() -> int:
         every = [_deterministic_auto(n, c) for c in range(1, n + 1)]
         worst = (all(right for right, _ in every), max(e for _, e in every))
         acc, mean, _ = stats((n, 0.0, 1.0), "auto")
-        check(worst[0] and worst[1] <= bound and acc == 1.0,
-              f"deterministic, n={n}: auto exact for every one of the {n} culprit positions, "
-              f"at most {worst[1]} executions (bound ceil(log2 n)+1 = {bound}); sampled rows {acc:.2f} / {mean:.1f}")
+        check(
+            worst[0] and worst[1] <= bound and acc == 1.0,
+            f"deterministic, n={n}: auto exact for every one of the {n} culprit positions, "
+            f"at most {worst[1]} executions (bound ceil(log2 n)+1 = {bound}); sampled rows {acc:.2f} / {mean:.1f}",
+        )
     for strategy in ("auto", "bayes"):
         for n in SIZES:
             for q in HARD_LOW_FLAKES + HARD_HIGH_FLAKES:
                 acc, mean, _ = stats((n, q, 1.0), strategy)
-                check(hard_met(n, q, acc, mean),
-                      f"hard breakage, {strategy}, n={n}, flake {q:.0%}: accuracy {acc:.2f} (>= {HARD_ACCURACY}), mean executions "
-                      f"{mean:.1f} (<= {hard_limit(n, q, acc)[1]})")
+                check(
+                    hard_met(n, q, acc, mean),
+                    f"hard breakage, {strategy}, n={n}, flake {q:.0%}: accuracy {acc:.2f} (>= {HARD_ACCURACY}), "
+                    f"mean executions {mean:.1f} (<= {hard_limit(n, q, acc)[1]})",
+                )
     for strategy in ("auto", "bayes"):
         for n in SIZES:
             for a in AFTERS[1:]:
                 for q in FLAKES:
                     acc, mean, _ = stats((n, q, a), strategy)
                     anchor_acc, anchor_mean, _ = stats((n, q, a), ANCHOR)
-                    check(intermittent_met(acc, mean, anchor_acc, anchor_mean),
-                          f"intermittent {a:g}, {strategy}, n={n}, flake {q:.0%}: accuracy {acc:.2f} / mean {mean:.1f} "
-                          f"against {ANCHOR} {anchor_acc:.2f} / {anchor_mean:.1f} (target: as accurate, fewer runs)")
+                    check(
+                        intermittent_met(acc, mean, anchor_acc, anchor_mean),
+                        f"intermittent {a:g}, {strategy}, n={n}, flake {q:.0%}: accuracy {acc:.2f} / mean {mean:.1f} "
+                        f"against {ANCHOR} {anchor_acc:.2f} / {anchor_mean:.1f} (target: as accurate, fewer runs)",
+                    )
     for strategy in ("auto", "bayes"):
         for n in SIZES:
             for q in FLAKES[1:]:
                 acc, mean, _ = stats((n, q, None), strategy)
-                check(acc >= 0.95, f"no culprit, {strategy}, n={n}, flake {q:.0%}: answered no culprit {acc:.2f} (>= 0.95), mean {mean:.1f}")
+                check(
+                    acc >= 0.95,
+                    f"no culprit, {strategy}, n={n}, flake {q:.0%}: "
+                    f"answered no culprit {acc:.2f} (>= 0.95), mean {mean:.1f}",
+                )
     print()
     print(f"{failures} target line(s) missed.")
     return 0

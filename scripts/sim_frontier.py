@@ -31,7 +31,6 @@ import time
 from multiprocessing import Pool
 
 import numpy as np
-
 import sim_bisect as sim
 from sim_bisect import ANCHOR, Scenario
 
@@ -90,7 +89,9 @@ class ExactModelSearch:
         return int(self.posterior.sum(axis=1).argmax()) + 1
 
 
-def exact_trial(args: tuple[int, Scenario, int, int, tuple[float, ...], float]) -> tuple[Scenario, tuple[float, ...], float, bool, int]:
+def exact_trial(
+    args: tuple[int, Scenario, int, int, tuple[float, ...], float],
+) -> tuple[Scenario, tuple[float, ...], float, bool, int]:
     seed, scenario, index, max_runs, weights, confidence = args
     n, flake, _ = scenario
     culprit, run = sim.oracle(seed, scenario, index, EXACT)
@@ -123,7 +124,9 @@ def main() -> int:
     anchor: dict[Scenario, list[tuple[bool, int]]] = {}
     work = [(args.seed, s, i, max_runs, w, c) for w, c in SETTINGS for s in hard + intermittent for i in range(trials)]
     with Pool(args.jobs) as pool:
-        anchored = pool.imap_unordered(anchor_trial, [(args.seed, s, i, max_runs) for s in intermittent for i in range(trials)], chunksize=4)
+        anchored = pool.imap_unordered(
+            anchor_trial, [(args.seed, s, i, max_runs) for s in intermittent for i in range(trials)], chunksize=4
+        )
         for scenario, weights, confidence, right, executions in pool.imap_unordered(exact_trial, work, chunksize=8):
             exact.setdefault((scenario, weights, confidence), []).append((right, executions))
         for scenario, right, executions in anchored:
@@ -133,8 +136,10 @@ def main() -> int:
     def stats(got: list[tuple[bool, int]]) -> tuple[float, float]:
         return sum(r for r, _ in got) / len(got), sum(e for _, e in got) / len(got)
 
-    print(f"# The targets' frontier: {EXACT} (told the oracle's rates) against sim_bisect's targets; "
-          f"seed {args.seed}, {trials} trials per row, {elapsed:.0f} s on {args.jobs} processes")
+    print(
+        f"# The targets' frontier: {EXACT} (told the oracle's rates) against sim_bisect's targets; "
+        f"seed {args.seed}, {trials} trials per row, {elapsed:.0f} s on {args.jobs} processes"
+    )
     print()
     print("Weights: prior of the after-culprit rates 1.0 : 0.8 : 0.5. Cells: accuracy / mean executions.")
     print()
