@@ -89,7 +89,7 @@ def broken_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_job_at_the_project_root_passes_and_records_its_duration(client: WorkerClient) -> None:
     result = client.run(job(), timeout_s=60)
     assert (result.outcome, result.signature) == (Outcome.PASS, None)
-    assert 0 < result.duration_s < 60
+    assert result.duration_s > 0
     assert client.start_s is not None and client.start_s > 0
 
 
