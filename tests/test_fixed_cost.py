@@ -58,6 +58,11 @@ def cli(tmp_path: Path, *args: str) -> dict:
     return cli_output(tmp_path, *args)[0]
 
 
+def bisect_args(repo: GitRepo, *more: str, bad: str = "HEAD") -> tuple[str, ...]:
+    """A ``--command`` bisect of ``repo`` from HEAD~7 to ``bad``, with ``more`` options."""
+    return ("bisect", "--repo", str(repo.path), "--command", "sh check.sh", "--good", "HEAD~7", "--bad", bad, *more)
+
+
 def cli_output(tmp_path: Path, *args: str) -> tuple[dict, str, str]:
     """What the command imported and its exit code; its stdout and stderr."""
     report = tmp_path / "imports.json"
@@ -82,7 +87,7 @@ def worker_logs(tmp_path: Path) -> list[Path]:
 def test_a_command_bisect_that_finds_everything_stored_starts_no_worker_and_imports_no_torch_or_alembic(
     repo: GitRepo, tmp_path: Path
 ) -> None:
-    args = ("bisect", "--repo", str(repo.path), "--command", "sh check.sh", "--good", "HEAD~7", "--bad", "HEAD")
+    args = bisect_args(repo)
     assert cli(tmp_path, *args) == {"code": 1, "torch": False, "alembic": True}, "the first opening migrates"
     started = worker_logs(tmp_path)
     assert started
@@ -97,20 +102,7 @@ def steps_shown(stderr: str) -> list[str]:
 def test_a_bisect_answered_from_the_store_is_the_answer_of_the_session_that_stored_it(
     repo: GitRepo, tmp_path: Path
 ) -> None:
-    args = (
-        "bisect",
-        "--repo",
-        str(repo.path),
-        "--command",
-        "sh check.sh",
-        "--good",
-        "HEAD~7",
-        "--bad",
-        "HEAD",
-        "--strategy",
-        "binary",
-        "--json",
-    )
+    args = bisect_args(repo, "--strategy", "binary", "--json")
     _, first_out, _ = cli_output(tmp_path, *args)
     imported, again_out, again_err = cli_output(tmp_path, *args)
     first, again = json.loads(first_out), json.loads(again_out)
@@ -139,34 +131,8 @@ def test_a_bisect_that_needs_one_run_more_runs_it_in_a_session_and_shows_each_st
     repo: GitRepo, tmp_path: Path
 ) -> None:
     """The first bisect stores HEAD~7..HEAD~3; the second, to HEAD, finds the bad end unmeasured."""
-    cli(
-        tmp_path,
-        "bisect",
-        "--repo",
-        str(repo.path),
-        "--command",
-        "sh check.sh",
-        "--good",
-        "HEAD~7",
-        "--bad",
-        "HEAD~2",
-        "--strategy",
-        "binary",
-    )
-    args = (
-        "bisect",
-        "--repo",
-        str(repo.path),
-        "--command",
-        "sh check.sh",
-        "--good",
-        "HEAD~7",
-        "--bad",
-        "HEAD",
-        "--strategy",
-        "binary",
-        "--json",
-    )
+    cli(tmp_path, *bisect_args(repo, "--strategy", "binary", bad="HEAD~2"))
+    args = bisect_args(repo, "--strategy", "binary", "--json")
     imported, out, err = cli_output(tmp_path, *args)
     report = json.loads(out)
     assert imported["code"] == 1
@@ -177,7 +143,7 @@ def test_a_bisect_that_needs_one_run_more_runs_it_in_a_session_and_shows_each_st
 
 
 def test_a_good_end_that_fails_in_the_store_is_refused_as_a_session_refuses_it(repo: GitRepo, tmp_path: Path) -> None:
-    cli(tmp_path, "bisect", "--repo", str(repo.path), "--command", "sh check.sh", "--good", "HEAD~7", "--bad", "HEAD")
+    cli(tmp_path, *bisect_args(repo))
     imported, _, err = cli_output(
         tmp_path,
         "bisect",
@@ -276,7 +242,7 @@ def test_the_answer_from_the_store_is_the_answer_a_session_gives(
 
 
 def test_queries_start_no_worker_and_import_no_torch_or_alembic(repo: GitRepo, tmp_path: Path) -> None:
-    cli(tmp_path, "bisect", "--repo", str(repo.path), "--command", "sh check.sh", "--good", "HEAD~7", "--bad", "HEAD")
+    cli(tmp_path, *bisect_args(repo))
     started = worker_logs(tmp_path)
     page = str(tmp_path / "report.html")
     queries = (
@@ -292,7 +258,7 @@ def test_queries_start_no_worker_and_import_no_torch_or_alembic(repo: GitRepo, t
 
 
 def test_a_query_of_a_repository_never_recorded_answers_nothing(repo: GitRepo, tmp_path: Path) -> None:
-    cli(tmp_path, "bisect", "--repo", str(repo.path), "--command", "sh check.sh", "--good", "HEAD~7", "--bad", "HEAD")
+    cli(tmp_path, *bisect_args(repo))
     other = GitRepo(tmp_path / "other")
     other.commit("Only commit", {"a.txt": "a\n"})
     imported, out, _ = cli_output(tmp_path, "history", "--repo", str(other.path), "--json")
@@ -415,7 +381,7 @@ def test_results_stored_on_the_cpu_never_answer_a_bisect_on_a_gpu(
 ) -> None:
     """The GPU told by nvidia-smi has another fingerprint: the bisect runs a session, whose worker on
     this machine refuses the device (torch sees no CUDA here)."""
-    args = ("bisect", "--repo", str(repo.path), "--command", "sh check.sh", "--good", "HEAD~7", "--bad", "HEAD")
+    args = bisect_args(repo)
     assert cli(tmp_path, *args)["code"] == 1
     fake_nvidia_smi(monkeypatch, tmp_path / "smi")
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
