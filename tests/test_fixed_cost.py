@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from gitrepo import GitRepo
 
-from probes.sources import command_spec, resolve
+from probes.sources import ProbeSpec, command_spec, resolve
 from tracker.bisect_options import BisectOptions, BisectReport
 from tracker.bisect_session import Bisection
 from tracker.core.errors import UsageError
@@ -61,6 +61,21 @@ def cli(tmp_path: Path, *args: str) -> dict:
 def bisect_args(repo: GitRepo, *more: str, bad: str = "HEAD") -> tuple[str, ...]:
     """A ``--command`` bisect of ``repo`` from HEAD~7 to ``bad``, with ``more`` options."""
     return ("bisect", "--repo", str(repo.path), "--command", "sh check.sh", "--good", "HEAD~7", "--bad", bad, *more)
+
+
+def check_job(spec: ProbeSpec, root: Path) -> Job:
+    """The job a worker runs for the command probe ``spec`` at ``root``."""
+    return Job(
+        "check",
+        "command",
+        str(root),
+        "cpu",
+        "float32",
+        0,
+        source=spec.to_json(),
+        code_hash=resolve(spec).code_hash,
+        timeout_s=30,
+    )
 
 
 def cli_output(tmp_path: Path, *args: str) -> tuple[dict, str, str]:
@@ -175,17 +190,7 @@ def test_a_worker_whose_environment_differs_from_the_prediction_runs_nothing(
     with LocalExecutor(log_dir=tmp_path / "logs") as executor:
         predicted = executor.environment()
         assert predicted.torch == "0.0.1"
-        job = Job(
-            "check",
-            "command",
-            str(tmp_path),
-            "cpu",
-            "float32",
-            0,
-            source=spec.to_json(),
-            code_hash=resolve(spec).code_hash,
-            timeout_s=30,
-        )
+        job = check_job(spec, tmp_path)
         with pytest.raises(UsageError, match=r"the probe worker reports another environment .* than regtrack"):
             executor.run_many([job])
     assert not (tmp_path / "ran").exists()
@@ -418,17 +423,7 @@ def test_workers_on_different_stacks_stop_the_command_before_the_second_runs_a_j
     (fake / "torch-0.0.1.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 0.0.1\n")
     monkeypatch.setenv("REGTRACK_HOME", str(tmp_path / "home"))
     spec = command_spec("check", ["sh", "-c", f"touch {tmp_path / 'ran'}"], repo.path)
-    job = Job(
-        "check",
-        "command",
-        str(tmp_path),
-        "cpu",
-        "float32",
-        0,
-        source=spec.to_json(),
-        code_hash=resolve(spec).code_hash,
-        timeout_s=30,
-    )
+    job = check_job(spec, tmp_path)
     with LocalExecutor(workers=2, log_dir=tmp_path / "logs") as executor:
         first = executor.environment({"PYTHONPATH": str(PROJECT_ROOT)})  # moves Python: a worker is asked
         assert first.torch != "0.0.1" and executor.clients[0].pid is not None

@@ -64,6 +64,22 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
     return repo.path, shas
 
 
+def binary_bisect(shas: list[str]) -> tuple[str, ...]:
+    """A binary ``--command`` bisect over the whole history, its report as JSON."""
+    return (
+        "bisect",
+        "--command",
+        "sh check.sh",
+        "--good",
+        shas[0],
+        "--bad",
+        shas[-1],
+        "--strategy",
+        "binary",
+        "--json",
+    )
+
+
 def steps_of(stderr: str) -> list[re.Match[str]]:
     lines = stderr.splitlines()
     matches = [STEP.fullmatch(line) for line in lines]
@@ -77,20 +93,7 @@ def test_a_bisect_without_a_terminal_prints_one_plain_line_per_step(
     history: tuple[Path, list[str]], tmp_path: Path
 ) -> None:
     repo, shas = history
-    result = regtrack(
-        tmp_path / "home",
-        repo,
-        "bisect",
-        "--command",
-        "sh check.sh",
-        "--good",
-        shas[0],
-        "--bad",
-        shas[-1],
-        "--strategy",
-        "binary",
-        "--json",
-    )
+    result = regtrack(tmp_path / "home", repo, *binary_bisect(shas))
     assert result.returncode == 1, result.stderr
     report = json.loads(result.stdout)
     assert report["culprit"] == shas[FIRST_BAD]
@@ -120,20 +123,7 @@ def test_binary_announces_the_ends_and_ceil_log2_n_steps_and_keeps_its_word(
     history: tuple[Path, list[str]], tmp_path: Path
 ) -> None:
     repo, shas = history
-    result = regtrack(
-        tmp_path / "home",
-        repo,
-        "bisect",
-        "--command",
-        "sh check.sh",
-        "--good",
-        shas[0],
-        "--bad",
-        shas[-1],
-        "--strategy",
-        "binary",
-        "--json",
-    )
+    result = regtrack(tmp_path / "home", repo, *binary_bisect(shas))
     totals = [int(m["total"]) for m in steps_of(result.stderr)]
     assert totals[0] == 2 + math.ceil(math.log2(CANDIDATES)), "both ends, then ceil(log2 n) bisection steps"
     assert totals == sorted(totals, reverse=True), "the estimate never grows on a deterministic history"
@@ -142,18 +132,7 @@ def test_binary_announces_the_ends_and_ceil_log2_n_steps_and_keeps_its_word(
 
 def test_a_second_bisect_reports_every_step_as_stored(history: tuple[Path, list[str]], tmp_path: Path) -> None:
     repo, shas = history
-    args = (
-        "bisect",
-        "--command",
-        "sh check.sh",
-        "--good",
-        shas[0],
-        "--bad",
-        shas[-1],
-        "--strategy",
-        "binary",
-        "--json",
-    )
+    args = binary_bisect(shas)
     regtrack(tmp_path / "home", repo, *args)
     again = steps_of(regtrack(tmp_path / "home", repo, *args).stderr)
     assert again and all(m["how"] == "stored" and m["seconds"] == "0.0" for m in again)
