@@ -29,6 +29,7 @@ from db.models import (
     TargetTree,
 )
 from db.sessions import SessionStore
+from db.verifications import VerificationStore
 from tracker.core.records import (
     CaseKey,
     ClaimState,
@@ -42,9 +43,10 @@ from tracker.core.records import (
 from tracker.core.verdicts import Outcome
 
 
-class Store(SessionStore, InputStore):
+class Store(SessionStore, InputStore, VerificationStore):
     """Repositories, commits and their target trees, environments, probe versions, runs, claims;
-    bisect sessions and tracking through ``SessionStore``; what runs read through ``InputStore``."""
+    bisect sessions and tracking through ``SessionStore``; what runs read through ``InputStore``;
+    culprits' checks through ``VerificationStore``."""
 
     def repository(self, path: Path) -> int:
         resolved = path.resolve()
@@ -266,6 +268,7 @@ class Store(SessionStore, InputStore):
                     pr_number=commit.pr_number,
                     fingerprint=env.fingerprint,
                     gpu_name=env.gpu_name,
+                    dtype=run.dtype,
                 )
                 for chunk_query in queries
                 for run, commit, probe_row, env in session.execute(chunk_query)

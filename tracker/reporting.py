@@ -1,9 +1,10 @@
 """Stored facts as a ``ReportData``: what ``regtrack report`` renders. Nothing is run, no probe is loaded.
 
 A probe's result belongs to a target tree, not to a commit (see ``tracker.measure``): every commit
-of the line shows the runs of its tree, wherever they were run. The work stays proportional to the
-line: one git process each for its commits' metadata and tree hashes, one query for its runs, and
-one query per bisect session for its steps.
+of the line shows the runs of its tree, wherever they were run, in its cells and in the metric
+series (``tracker.report.series``). The work stays proportional to the line: one git process each
+for its commits' metadata and tree hashes, one query for its runs (and one, chunked, for which of
+them were copied by read reuse), and one query per bisect session for its steps.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from datetime import UTC, datetime
 
 from tracker.core.records import RunRow, SessionRow, StepRow, StretchRecord, stretch_kind
 from tracker.core.verdicts import BAD_OUTCOMES, Outcome, State, state_of, verdict_of
+from tracker.core.verification import Verification
 from tracker.queries import check_filters, filter_runs
 from tracker.report.model import Cell, CellState, ReportBisect, ReportData
+from tracker.report.series import device_label, line_series
 from tracker.search.transitions import find_transitions
 from tracker.targets.reuse import attempt_settings
 from tracker.workspace import Workspace
@@ -56,6 +59,8 @@ def build_report(
     cells = _line_cells(line, trees, probes, runs)
     on_line = set(line)
     shown = None if environment is None else {r.fingerprint for r in runs}
+    environments = ws.store.environments(repo_id)
+    copies = ws.store.copied_from([r.id for r in runs if r.sha in on_line])
     return ReportData(
         repository=f"{ws.repo.path.name} (target {ws.target.name})",
         generated_at=datetime.now(UTC),
@@ -71,9 +76,9 @@ def build_report(
             for s in ws.store.sessions(repo_id, ws.target.name)
             if s.probe_name in probes
         ),
-        environments=tuple(
-            info for fingerprint, info in ws.store.environments(repo_id) if shown is None or fingerprint in shown
-        ),
+        environments=tuple(info for fingerprint, info in environments if shown is None or fingerprint in shown),
+        measured=frozenset(r.sha for r in runs if r.id not in copies),
+        series=line_series(line, trees, runs, {f: device_label(info) for f, info in environments}, set(copies)),
     )
 
 
@@ -131,4 +136,5 @@ def _bisect(session: SessionRow, steps: Sequence[StepRow]) -> ReportBisect:
         strategy=session.strategy,
         confidence=result.get("confidence"),
         find_fix=bool(((session.options or {}).get("search") or {}).get("find_fix")),
+        verification=Verification.from_json(result["verification"]) if result.get("verification") else None,
     )

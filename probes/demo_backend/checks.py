@@ -51,7 +51,8 @@ def tolerance_for(dtype: str) -> Tolerance:
 
 def attention_metrics(out: torch.Tensor, ref: torch.Tensor, tolerance: Tolerance) -> dict[str, float]:
     """max abs error, relative error ||out-ref||/||ref||, fraction of rows off by more than the
-    absolute tolerance, and the count of NaN/Inf entries in ``out``."""
+    absolute tolerance, and the count of NaN/Inf entries in ``out``; with the limits the errors are
+    judged against as ``<metric>_tol``, so the report draws them beside the errors."""
     out64, ref64 = out.detach().to(torch.float64).cpu(), ref.detach().to(torch.float64).cpu()
     nonfinite = int((~torch.isfinite(out64)).sum())
     diff = (torch.nan_to_num(out64, nan=0.0, posinf=0.0, neginf=0.0) - ref64).abs()
@@ -61,6 +62,8 @@ def attention_metrics(out: torch.Tensor, ref: torch.Tensor, tolerance: Tolerance
         "rel_err": float(diff.norm() / ref64.norm().clamp_min(1e-30)),
         "mismatch_frac": float((row_err > tolerance.max_abs_err).double().mean()) if row_err.numel() else 0.0,
         "nonfinite": float(nonfinite),
+        "rel_err_tol": tolerance.rel_err,
+        "max_abs_err_tol": tolerance.max_abs_err,
     }
 
 

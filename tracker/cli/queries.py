@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,14 +28,58 @@ from tracker.report.ci import transition_json
 @click.option("--open", "only_open", is_flag=True, help="Only regressions not fixed since.")
 @target_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def regressions(only_open: bool, repo: Path | None, target: str | None, as_json: bool) -> None:
-    """Regressions found by scans and the scheduled job."""
+@click.option(
+    "--markdown",
+    is_flag=True,
+    help="Print a paste-ready GitHub issue for each regression, separated by a line of ---.",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(path_type=Path),
+    help="With --markdown: write each issue to DIR/regression-<probe>-<sha>.md instead, and print the paths.",
+)
+def regressions(
+    only_open: bool, repo: Path | None, target: str | None, as_json: bool, markdown: bool, out_dir: Path | None
+) -> None:
+    """Regressions found by scans and the scheduled job; with --markdown, an issue for each."""
+    if markdown or out_dir is not None:
+        _issues(only_open, repo, target, as_json, markdown, out_dir)
+        return
     with workspace(repo, target) as ws:
         found, commits = stored_regressions(ws, only_open)
     if as_json:
-        emit_json([transition_json(t, commits[t.sha]) for t in found])
+        emit_json({"regressions": [transition_json(t, commits[t.sha]) for t in found]})
     else:
         out.print(render.regressions_table(found, commits, only_open))
+
+
+def _issues(
+    only_open: bool, repo: Path | None, target: str | None, as_json: bool, markdown: bool, out_dir: Path | None
+) -> None:
+    """The issues of ``regressions --markdown``: printed, or written one file each into ``out_dir``."""
+    from tracker.issue_report import regression_issues
+    from tracker.report.ci import write_issues
+    from tracker.report.issue_markdown import issues_markdown
+
+    if not markdown:
+        raise UsageError("--out writes the issues of --markdown; add --markdown")
+    if as_json:
+        raise UsageError("give --markdown or --json, not both")
+    if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
+        raise UsageError(f"--out {out_dir} is a file; name a directory to write the issues into")
+    with workspace(repo, target) as ws:
+        issues = regression_issues(ws, only_open)
+    if not issues:
+        click.echo(f"no {'open ' if only_open else ''}regression stored; nothing to write", err=True)
+    elif out_dir is None:
+        click.echo(issues_markdown(issues), nl=False)
+    else:
+        try:
+            written = write_issues(issues, out_dir)
+        except OSError as exc:
+            raise UsageError(f"cannot write into --out {out_dir} ({exc.strerror}); pass another directory") from None
+        click.echo("\n".join(map(str, written)))
 
 
 @click.command()
@@ -86,7 +131,7 @@ def history(
         else None
     )
     if as_json:
-        emit_json([render.run_json(r, found, rederived) for r in found.runs])
+        emit_json({"runs": [render.run_json(r, found, rederived) for r in found.runs]})
     else:
         out.print(render.runs_table(found, "stored runs, newest first", out.width, rederived))
 
@@ -129,7 +174,6 @@ def show(rev: str, with_output: bool, repo: Path | None, target: str | None, as_
 @click.option(
     "--html",
     "html_path",
-    required=True,
     type=click.Path(path_type=Path),
     help="The page to write: one self-contained HTML file.",
 )
@@ -143,25 +187,39 @@ def show(rev: str, with_output: bool, repo: Path | None, target: str | None, as_
     help="Only runs in this environment: a fingerprint prefix or part of the GPU name (cpu for none).",
 )
 @target_options
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the report's content as one compact JSON object (its schema: tracker/report/report.schema.json).",
+)
 def report(
-    html_path: Path,
+    html_path: Path | None,
     range_spec: str | None,
     probe_names: tuple[str, ...],
     environment: str | None,
     repo: Path | None,
     target: str | None,
+    as_json: bool,
 ) -> None:
-    """Write an HTML report of the stored results along the first-parent line; nothing is run.
-    A --probe or --env that names nothing stored is exit 2."""
+    """Write an HTML report of the stored results along the first-parent line (--html), print it
+    as JSON (--json), or both; nothing is run. A --probe or --env that names nothing stored is exit 2."""
     from tracker.report.html import render_html
+    from tracker.report.json_report import report_json
     from tracker.reporting import build_report  # only this command pays for the report's modules
 
-    _check_writable(html_path)
+    if html_path is None and not as_json:
+        raise UsageError("nothing to write; pass --html FILE for the page, --json for JSON on stdout, or both")
+    if html_path is not None:
+        _check_writable(html_path)
     with workspace(repo, target) as ws:
         data = build_report(ws, range_spec, probe_names, environment)
-    _write_atomically(html_path, render_html(data))
-    counts = f"{len(data.commits)} commits, {len(data.probes)} probes, {len(data.transitions)} transitions"
-    click.echo(f"wrote {html_path}: {counts}")
+    if html_path is not None:
+        _write_atomically(html_path, render_html(data))
+        counts = f"{len(data.commits)} commits, {len(data.probes)} probes, {len(data.transitions)} transitions"
+        click.echo(f"wrote {html_path}: {counts}", err=as_json)
+    if as_json:
+        click.echo(json.dumps(report_json(data), separators=(",", ":")))
 
 
 def _check_writable(path: Path) -> None:

@@ -7,6 +7,11 @@ from dataclasses import dataclass
 from tracker.core.records import StoredRun
 from tracker.core.verdicts import Outcome, Verdict, reason_of
 
+TOLERANCE_SUFFIX = "_tol"
+"""A metric named ``<metric>_tol`` is the limit ``<metric>`` was judged against, not a measurement."""
+DURATION = "duration_s"
+"""What a case's wall time is called beside the metrics its probe stored."""
+
 
 @dataclass(frozen=True)
 class CaseOutcome:

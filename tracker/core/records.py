@@ -150,6 +150,8 @@ class RunRow(StoredRun):
     pr_number: int | None
     fingerprint: str
     gpu_name: str | None
+    dtype: str | None = None
+    """The probe's dtype (None for runs stored before the store recorded it)."""
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Literal
 
 from tracker.core.records import CommitInfo, EnvironmentInfo, StepRow, StretchRecord, TransitionRecord
+from tracker.core.verification import Verification
 
 CellState = Literal["pass", "fail", "skip", "flaky", "untested"]
 
@@ -50,6 +51,36 @@ class ReportBisect:
     """The answer's probability; 1.0 from a search that trusts every run."""
     find_fix: bool = False
     """The search ran from ``bad`` (older) to ``good``: its culprit is the first fixed commit."""
+    verification: Verification | None = None
+    """The culprit's check, as the session stored it; None where it has none."""
+
+
+@dataclass(frozen=True)
+class SeriesPoint:
+    """One value of a series at one commit of the line; ``measured`` is False where the value is the
+    stored result of the same tree measured at another commit (reused)."""
+
+    sha: str
+    value: float
+    measured: bool
+
+
+@dataclass(frozen=True)
+class Series:
+    """One stored metric of one probe case along the first-parent line, in one environment and dtype:
+    ``metric`` is a metric the probe stored, or ``duration_s``; ``tolerance`` the limit the probe
+    judged it against, where it stored one. Points are oldest first."""
+
+    probe: str
+    case: str
+    metric: str
+    environment: str
+    """The environment's fingerprint (``EnvironmentInfo.fingerprint``)."""
+    device: str
+    """What a reader calls the environment: ``cpu``, or the GPU's name."""
+    dtype: str | None
+    tolerance: float | None
+    points: tuple[SeriesPoint, ...]
 
 
 @dataclass(frozen=True)
@@ -66,6 +97,10 @@ class ReportData:
     stretches: tuple[StretchRecord, ...] = ()
     bisects: tuple[ReportBisect, ...] = ()
     environments: tuple[EnvironmentInfo, ...] = ()
+    series: tuple[Series, ...] = ()
+    measured: frozenset[str] | None = None
+    """The commits a stored run was executed at; None where that is not known, and every commit of
+    the line then gets a timeline row of its own."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cells", MappingProxyType(dict(self.cells)))
