@@ -504,20 +504,39 @@ def test_the_grid_has_one_row_per_commit_newest_first() -> None:
     assert grid_rows(render_html(data)) == [f"c-{c.sha}" for c in reversed(data.commits)]
 
 
+def grid_cells(page: str) -> dict[str, list[dict[str, str | None]]]:
+    """Each timeline row's id with its cells' attributes, in probe order."""
+    rows: dict[str, list[dict[str, str | None]]] = {}
+    for tag, attrs in Parsed(page).tags:
+        if tag == "tr" and attrs.get("id"):
+            row = rows.setdefault(attrs["id"] or "", [])
+        elif tag == "td" and "c" in (attrs.get("class") or "").split():
+            row.append(attrs)
+    return rows
+
+
 def test_cells_carry_state_signature_and_transition_marks() -> None:
     data = demo_report()
-    parsed = Parsed(render_html(data))
-    cells = [attrs for tag, attrs in parsed.tags if tag == "td" and "c" in (attrs.get("class") or "").split()]
-    assert len(cells) == len(data.commits) * len(data.probes)
-    by_title = {attrs["title"].split("\n")[0]: attrs for attrs in cells}
+    rows = grid_cells(render_html(data))
+    assert sum(map(len, rows.values())) == len(data.commits) * len(data.probes)
     sha = [c.sha for c in data.commits]
-    first_bad = by_title[f"target_verify_metadata at {sha[13][:12]}: fail (3 runs)"]
-    assert "t-regression" in first_bad["class"] and "max_seq_len_q 4 != 2" in first_bad["title"]
-    assert "t-fix" in by_title[f"target_verify_attention at {sha[24][:12]}: pass (1 run)"]["class"]
-    assert "s-untested" in by_title[f"swa_page_table at {sha[2][:12]}: untested"]["class"]
-    assert "s-skip" in by_title[f"swa_page_table at {sha[5][:12]}: untestable (1 run)"]["class"]
-    assert "s-flaky" in by_title[f"decode_graph_replay at {sha[28][:12]}: flaky (3 runs)"]["class"]
-    assert "<partial page>" in by_title[f"swa_page_table at {sha[12][:12]}: fail (3 runs)"]["title"]
+
+    def cell(i: int, probe: str) -> dict[str, str | None]:
+        return rows[f"c-{sha[i]}"][PROBES.index(probe)]
+
+    first_bad = cell(13, "target_verify_metadata")
+    assert "t-regression" in (first_bad["class"] or "")
+    assert first_bad["title"] == (
+        "fail (3 runs)\nregression: first bad commit\nmax_seq_len_q 4 != 2 after replay (n4_t2)"
+    )
+    assert "t-fix" in (cell(24, "target_verify_attention")["class"] or "")
+    assert "s-untested" in (cell(2, "swa_page_table")["class"] or "")
+    untestable = cell(5, "swa_page_table")
+    assert "s-skip" in (untestable["class"] or "") and "ImportError" in (untestable["title"] or "")
+    assert "s-flaky" in (cell(28, "decode_graph_replay")["class"] or "")
+    assert "<partial page>" in (cell(12, "swa_page_table")["title"] or "")
+    # A tooltip that would only restate the class is left out.
+    assert "title" not in cell(0, "swa_page_table") and "s-pass" in (cell(0, "swa_page_table")["class"] or "")
     legend = Parsed(render_html(data)).all_text()
     for word in ("pass", "fail", "untestable", "flaky", "untested"):
         assert word in legend
@@ -630,6 +649,7 @@ def test_report_loads_in_chromium_without_errors_and_data_does_not_run(browser: 
         assert found["sections"] == [
             "probes",
             "overview",
+            "metrics",
             "timeline",
             "transitions",
             "stretches",

@@ -34,6 +34,7 @@ from tracker.report.page import (
     short,
     when,
 )
+from tracker.report.plots import FRAME, probe_plots
 from tracker.report.timeline import grid_rows, header_stats, overview, probe_rows
 
 ENVIRONMENT_FIELDS = (
@@ -183,6 +184,7 @@ def templates() -> Environment:
         HEAD_LABEL=HEAD_LABEL,
         VERDICT_STATE=VERDICT_STATE,
         ENVIRONMENT_FIELDS=ENVIRONMENT_FIELDS,
+        FRAME=FRAME,
         kind_style=kind_style,
         pair_style=pair_style,
     )
@@ -200,6 +202,7 @@ def render_html(data: ReportData) -> str:
             stats=header_stats(view),
             probe_rows=probe_rows(view),
             overview=overview(view) if data.commits else None,
+            plots=probe_plots(view),
             grid_rows=grid_rows(view),
             pair_rows=pair_rows(view),
             transition_groups=transition_groups(view),
