@@ -216,7 +216,10 @@ def test_the_page_loads_in_chromium_and_the_subject_stays_text(reported: Reporte
             """(() => ({
               title: document.title,
               scripts: document.querySelectorAll('script').length,
-              rows: document.querySelectorAll('table.grid tbody tr').length,
+              rows: [...document.querySelectorAll('table.grid tbody tr')].map(r => r.id),
+              commits: [...document.querySelectorAll('table.grid tbody tr')].map(r =>
+                r.classList.contains('gap') ? parseInt(r.querySelector('td.sha').textContent.slice(2)) : 1
+              ).reduce((a, b) => a + b, 0),
               cells: document.querySelectorAll('table.grid td.c').length,
               injected: document.getElementById('c-' + """
             + json.dumps(reported.line[-1])
@@ -224,13 +227,17 @@ def test_the_page_loads_in_chromium_and_the_subject_stays_text(reported: Reporte
             }))()"""
         )
         assert page.problems() == []
+        rows = found.pop("rows")
         assert found == {
             "title": f"regtrack report: {reported.data.repository}",
             "scripts": 0,
-            "rows": len(reported.line),
-            "cells": len(reported.line) * len(PROBES),
+            "commits": len(reported.line),  # a gap row tells how many commits it holds
+            "cells": len(rows) * len(PROBES),
             "injected": SCRIPT_SUBJECT,
         }
+        # Every commit measured or where a transition is keeps a row of its own.
+        named = {*(reported.data.measured or ()), *(t.sha for t in reported.data.transitions)}
+        assert named and {f"c-{sha}" for sha in named} <= set(rows)
     finally:
         page.close()
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from tracker.report.model import ReportData
+from tracker.report.model import Cell, ReportData
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
 
@@ -78,9 +78,66 @@ class Story:
     earlier: int = 0
 
 
+@dataclass(frozen=True)
+class Span:
+    """Commits ``first``..``last`` of the line (indices, oldest first) that share one timeline row:
+    a commit of its own, or a gap of commits not measured themselves, nothing happened at, and
+    whose cells are all the same."""
+
+    first: int
+    last: int
+
+    @property
+    def gap(self) -> bool:
+        return self.last > self.first
+
+
+def own_rows(data: ReportData) -> frozenset[str]:
+    """The commits with a timeline row of their own: every commit a run was measured at, every
+    commit the other sections name (a transition or a commit that may hide one, either end of a
+    revert or re-land pair, the ends of a stretch, a bisect's ends, answer and steps), and the
+    line's first and last. Every commit, where ``data.measured`` is not known."""
+    if data.measured is None:
+        return frozenset(c.sha for c in data.commits)
+    named = set(data.measured)
+    for t in data.transitions:
+        named.update((t.sha, *t.candidates, *([t.pairs_with] if t.pairs_with else [])))
+    for s in data.stretches:
+        named.update((s.first, s.last))
+    for b in data.bisects:
+        named.update((b.good, b.bad, *b.candidates, *(step.sha for step in b.steps)))
+        if b.culprit:
+            named.add(b.culprit)
+    if data.commits:
+        named.update((data.commits[0].sha, data.commits[-1].sha))
+    return frozenset(named)
+
+
+def spans(data: ReportData, probes: list[str], own: frozenset[str]) -> list[Span]:
+    """The timeline's rows, oldest first: each commit of ``own`` alone, and the runs of other
+    commits split where their cells change, so that a gap tells its commits' results once."""
+    commits = data.commits
+
+    def cells(i: int) -> tuple[Cell, ...]:
+        return tuple(data.cell(commits[i].sha, p) for p in probes)
+
+    found = []
+    first = 0
+    while first < len(commits):
+        last = first
+        if commits[first].sha not in own:
+            shared = cells(first)
+            while last + 1 < len(commits) and commits[last + 1].sha not in own and cells(last + 1) == shared:
+                last += 1
+        found.append(Span(first, last))
+        first = last + 1
+    return found
+
+
 class ReportView:
     """Lookups over a ``ReportData`` that the sections share: commit order, transitions by probe,
-    the marks of each cell, and the revert and re-land pairs deduplicated over probes."""
+    the marks of each cell, the revert and re-land pairs deduplicated over probes, and the
+    timeline's rows with the anchor that links to each commit."""
 
     def __init__(self, data: ReportData) -> None:
         self.data = data
@@ -97,6 +154,17 @@ class ReportView:
         for t in self.transitions:
             if t.pairs_with and t.pair_kind:
                 self.pairs.setdefault((t.sha, t.pair_kind, t.pairs_with), []).append(t.probe)
+        self.rows = spans(data, self.probes, own_rows(data))
+        self._gap_anchor = {
+            data.commits[i].sha: f"g-{data.commits[row.first].sha}"
+            for row in self.rows
+            if row.gap
+            for i in range(row.first, row.last + 1)
+        }
+
+    def anchor(self, sha: str) -> str:
+        """The id of the timeline row that shows ``sha``: its own, or its gap's."""
+        return self._gap_anchor.get(sha, f"c-{sha}")
 
     def _marks(self) -> dict[tuple[str, str], str]:
         """(sha, probe) -> "regression" or "fix" at the exact commit, "candidate" at a hidden one."""

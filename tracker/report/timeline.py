@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from tracker.report.page import (
     STATE_GLYPH,
     STATE_LABEL,
     ReportView,
+    Span,
     Story,
     cell_state,
     isolated_plain,
@@ -89,6 +90,8 @@ class Event:
 
 @dataclass(frozen=True)
 class GridCell:
+    """A probe's cell in a row; ``tip`` is empty where the cell's class says all there is."""
+
     css: str
     tip: str
     glyph: str
@@ -96,10 +99,27 @@ class GridCell:
 
 @dataclass(frozen=True)
 class GridRow:
+    """A commit's own row."""
+
     commit: Any
     css: str
     cells: tuple[GridCell, ...]
     events: tuple[Event, ...]
+    gap: ClassVar[bool] = False
+
+
+@dataclass(frozen=True)
+class GapRow:
+    """Commits ``oldest``..``newest`` that share one row: their cells, and ``says`` where their
+    results come from."""
+
+    anchor: str
+    count: int
+    oldest: Any
+    newest: Any
+    cells: tuple[GridCell, ...]
+    says: str
+    gap: ClassVar[bool] = True
 
 
 def header_stats(view: ReportView) -> list[str]:
@@ -201,31 +221,64 @@ def events(view: ReportView, sha: str) -> tuple[Event, ...]:
 
 
 def grid_cell(view: ReportView, sha: str, probe: str) -> GridCell:
-    """One probe at one commit: its state, its transition mark, and a tooltip with runs and signature."""
+    """One probe at one commit: its state, its transition mark, and a tooltip with what the class
+    does not say (the runs behind it, the mark's meaning, the failure signature)."""
     cell = view.data.cell(sha, probe)
     state = cell_state(cell)
     mark = view.marks.get((sha, probe))
-    tip = f"{probe} at {short(sha)}: {STATE_LABEL[state]}"
-    if cell.runs:
-        tip += f" ({plural(cell.runs, 'run')})"
+    notes = []
     if mark == "candidate":
-        tip += "\nmay be the transition (hidden by untestable or flaky commits)"
+        notes.append("may be the transition (hidden by untestable or flaky commits)")
     elif mark:
-        tip += f"\n{mark}: first {'bad' if mark == 'regression' else 'good'} commit"
+        notes.append(f"{mark}: first {'bad' if mark == 'regression' else 'good'} commit")
     if cell.signature:
-        tip += f"\n{cell.signature}"
+        notes.append(cell.signature)
+    runs = f" ({plural(cell.runs, 'run')})" if cell.runs > 1 else ""
+    tip = "\n".join([STATE_LABEL[state] + runs, *notes]) if runs or notes else ""
     return GridCell(f"c s-{state}" + (f" t-{mark}" if mark else ""), tip, STATE_GLYPH[state])
 
 
-def grid_rows(view: ReportView) -> list[GridRow]:
-    """The timeline, newest first; a row is marked with the kinds of the transitions at its commit."""
+def gap_row(view: ReportView, span: Span, below: Span | None, above: Span | None) -> GapRow:
+    """Commits of a gap, with where their results come from: untested (no run of their trees), or
+    their trees' results, the same as the row below or above them, or measured at other commits."""
+    commits = view.data.commits
+    oldest, newest = commits[span.first], commits[span.last]
+
+    def cells(row: Span | None) -> tuple[Any, ...]:
+        return () if row is None else tuple(view.data.cell(commits[row.first].sha, p) for p in view.probes)
+
+    mine = cells(span)
+    told = True  # the row says what the cells' tooltips would
+    if all(cell_state(c) == "untested" for c in mine):
+        says = "untested"
+    elif mine == cells(below):
+        says = "not measured: their trees' results, as the row below"
+    elif mine == cells(above):
+        says = "not measured: their trees' results, as the row above"
+    else:
+        says, told = "not measured: their trees' results, measured at other commits", False
+    shown = tuple(grid_cell(view, oldest.sha, p) for p in view.probes)
+    if told:
+        shown = tuple(replace(c, tip="") for c in shown)
+    return GapRow(view.anchor(oldest.sha), span.last - span.first + 1, oldest, newest, shown, says)
+
+
+def grid_rows(view: ReportView) -> list[GridRow | GapRow]:
+    """The timeline, newest first: a row per commit of its own, marked with the kinds of the
+    transitions at it, and a row per gap."""
     kinds_at: dict[str, set[str]] = defaultdict(set)
     for t in view.transitions:
         kinds_at[t.sha].add(t.kind)
-    rows = []
-    for commit in reversed(view.data.commits):
-        sha = commit.sha
-        cells = tuple(grid_cell(view, sha, probe) for probe in view.probes)
-        css = " ".join(sorted(f"k-{k}" for k in kinds_at.get(sha, set())))
-        rows.append(GridRow(commit, css, cells, events(view, sha)))
+    rows: list[GridRow | GapRow] = []
+    spans = view.rows
+    for i in reversed(range(len(spans))):
+        span = spans[i]
+        if span.gap:
+            above = spans[i + 1] if i + 1 < len(spans) else None
+            rows.append(gap_row(view, span, spans[i - 1] if i else None, above))
+            continue
+        commit = view.data.commits[span.first]
+        cells = tuple(grid_cell(view, commit.sha, probe) for probe in view.probes)
+        css = " ".join(sorted(f"k-{k}" for k in kinds_at.get(commit.sha, set())))
+        rows.append(GridRow(commit, css, cells, events(view, commit.sha)))
     return rows
