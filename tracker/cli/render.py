@@ -11,6 +11,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from tracker.core.comparison import is_error_metric
 from tracker.core.records import CommitInfo, RunRow
 from tracker.core.verdicts import Outcome, Verdict
 from tracker.queries import CommitRuns, reason
@@ -18,8 +19,10 @@ from tracker.search.story import story
 
 if TYPE_CHECKING:
     from tracker.bisect_options import BisectReport
+    from tracker.core.comparison import CaseRow, Comparison, MetricChange
     from tracker.core.records import TransitionRecord
     from tracker.core.results import ScanReport, TrackResult
+    from tracker.core.verification import Verification
     from tracker.demo.walkthrough import DemoResult
     from tracker.probing import MeasuredRow
 
@@ -195,6 +198,8 @@ def bisect_summary(report: BisectReport) -> Group:
             Text(f"the {report.found} is one of {len(report.candidates)} (untestable commits hide it):", style="bold")
         )
         lines += [plain(f"  {short(c.sha)} {c.subject}") for c in report.candidates]
+    if report.verification is not None:
+        lines += verification_lines(report.verification)
     how = report.strategy + (f", switched to Bayesian: {report.switch_reason}" if report.switch_reason else "")
     session = (
         f"session {report.session_id}" if report.session_id is not None else "every one stored, no session recorded"
@@ -240,6 +245,9 @@ def scan_summary(report: ScanReport) -> Group:
         parts.append(Text(f"{scan.probe}: {story(scan, report.line)}"))
         for s in scan.stretches:
             parts.append(Text(f"  {s.kind} from {short(s.first)} to {short(s.last)}", style="yellow"))
+    for checked in report.verifications:
+        parts.append(plain(f"{checked.probe} regression at {short(checked.culprit)}:"))
+        parts += verification_lines(checked)
     parts.append(Text(f"{report.executions} executions, {report.reused} results reused from the store"))
     return Group(*parts)
 
@@ -262,6 +270,8 @@ def track_summary(result: TrackResult, reports: list[Any]) -> Group:
         parts.append(
             Text.assemble(("new regression ", "bold red"), printable(f"{where}: {cut(r.measurement.signature or '')}"))
         )
+        if r.verification is not None:
+            parts += verification_lines(r.verification)
     for h in result.at_head:
         if h.failing:
             parts.append(
@@ -303,3 +313,59 @@ def regressions_table(found: list[TransitionRecord], commits: dict[str, CommitIn
             f"{t.found_at:%Y-%m-%d %H:%M}" if t.found_at else "",
         )
     return table
+
+
+def comparison_view(comparison: Comparison) -> Group:
+    """Both revisions, one row per case with what got worse first, and a line per probe whose verdict
+    changed or that could not be judged at one side."""
+    sides = (("A", comparison.a), ("B", comparison.b))
+    heading = [plain(f"{side} {short(commit.sha)} {commit.subject[:70]}") for side, commit in sides]
+    table = Table("probe", "case", "change", "A", "B", "metric", "A value", "B value", "B/A", "why")
+    for row in comparison.rows:
+        table.add_row(plain(row.probe), plain(row.case), *_comparison_cells(row))
+    lines = []
+    for pair in comparison.probes:
+        a, b = pair.a.unjudged or pair.a.verdict.value, pair.b.unjudged or pair.b.verdict.value
+        if a != b or pair.a.unjudged:
+            lines.append(plain(f"{pair.probe}: {a} at A, {b} at B"))
+    return Group(*heading, table, *lines)
+
+
+def _comparison_cells(row: CaseRow) -> list[Text]:
+    sides = [
+        Text.assemble(styled(case.outcome.value), (f"\n{source.value}", "dim")) if case else Text("no case", "dim")
+        for case, source in ((row.a, row.source_a), (row.b, row.source_b))
+    ]
+    metrics = [*row.metrics, row.duration]
+    values = [Text("\n".join(_metric_value(getattr(m, side)) for m in metrics)) for side in ("a", "b")]
+    ratios = Text("\n").join(_ratio_cell(m) for m in metrics)
+    worse = row.b if row.b and row.b.outcome is not Outcome.PASS else row.a
+    why = signature_cell(worse.signature if worse else None)
+    return [Text(row.change.value), *sides, plain("\n".join(m.name for m in metrics)), *values, ratios, why]
+
+
+def _metric_value(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3g}"
+
+
+def _ratio_cell(change: MetricChange) -> Text:
+    """B/A, red where an error metric grew, green where it shrank; the note where it is no plain number."""
+    ratio = change.ratio
+    if ratio is None or change.note:
+        return Text(change.note)
+    style = ""
+    if is_error_metric(change.name) and ratio != 1:
+        style = "red" if ratio > 1 else "green"
+    return Text(f"{ratio:.3g}", style=style)
+
+
+VERIFICATION_STYLE = {"confirmed": "green", "not confirmed": "bold red", "does not apply": "yellow"}
+
+
+def verification_lines(checked: Verification) -> list[Text]:
+    """A culprit's check: its answer and why, then the commands that would tell more."""
+    status = checked.status.value
+    head = Text.assemble("  verification: ", (status, VERIFICATION_STYLE.get(status, "yellow")))
+    lines = [head, plain(f"    {checked.explanation}")]
+    lines += [plain(f"    next: {step}") for step in checked.next_steps]
+    return lines
