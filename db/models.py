@@ -20,7 +20,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
-SCHEMA_REVISION = "0005"
+SCHEMA_REVISION = "0006"
 """The migration (``db/migrations/versions``) whose schema these models declare: a database that
 records it is opened without loading Alembic. A new migration moves it, with the models."""
 
@@ -257,3 +257,23 @@ class TransitionRow(Base):
     authored_at: Mapped[datetime]
     found_at: Mapped[datetime]
     trigger: Mapped[str] = mapped_column(String(16))
+
+
+class VerificationRow(Base):
+    """The check of a culprit for a probe: the bad end measured with the culprit's change undone
+    (``tracker.core.verification``). One per repository, target, probe, culprit and bad end; a
+    later check replaces it."""
+
+    __tablename__ = "verifications"
+    __table_args__ = (UniqueConstraint("repository_id", "target", "probe", "culprit", "bad"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    repository_id: Mapped[int] = mapped_column(ForeignKey("repositories.id"))
+    target: Mapped[str] = mapped_column(String(255))
+    probe: Mapped[str] = mapped_column(String(255))
+    culprit: Mapped[str] = mapped_column(String(64))
+    bad: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16))
+    record: Mapped[dict[str, Any]]
+    """The whole answer, as ``Verification.to_json`` writes it."""
+    verified_at: Mapped[datetime]

@@ -14,11 +14,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tracker.bisect_options import BisectOptions, Step, searched
+from tracker.bisecting import bisect
 from tracker.cli.app import main
 from tracker.core.exits import ExitStatus, exit_status
 from tracker.core.verdicts import Verdict
 from tracker.demo.history import DemoManifest
-from tracker.probing import Selection, Watch, bisect
+from tracker.probing import Selection, Watch
 from tracker.search.strategies import BinarySearch
 
 PROBES = ("--probe", "target_verify_metadata", "--probe", "swa_page_table")
@@ -69,7 +70,7 @@ def test_run_exits_3_where_no_probe_can_judge_the_revision(demo: tuple[Path, Dem
     repo, manifest = demo
     broken = regtrack("run", "--repo", str(repo), *PROBES, "--json", manifest.untestable.first)
     assert broken.exit_code == 3, broken.output
-    assert {row["verdict"] for row in json.loads(broken.stdout)} == {"skip"}
+    assert {row["verdict"] for row in json.loads(broken.stdout)["rows"]} == {"skip"}
     with_good = regtrack("run", "--repo", str(repo), *PROBES, manifest.untestable.first, manifest.untestable.mended)
     assert with_good.exit_code == 3, "one commit asked about was not judged"
     introduced = manifest.bugs["target_verify_overwrite"].introduced
@@ -205,7 +206,7 @@ def test_show_and_history_list_results_measured_at_a_commit_with_the_same_tree(d
     assert regtrack("run", "--repo", str(repo), "--probe", "swa_page_table", head).exit_code == 0
     first, second = docs_commit(repo, "a.md", 1_900_000_000), docs_commit(repo, "b.md", 1_900_000_001)
     reused = regtrack("run", "--repo", str(repo), "--probe", "swa_page_table", "--json", second)
-    assert json.loads(reused.stdout)[0]["reused"] is True
+    assert json.loads(reused.stdout)["rows"][0]["reused"] is True
 
     shown = regtrack("show", "--repo", str(repo), "--json", second)
     runs = json.loads(shown.stdout)["runs"]
@@ -214,8 +215,9 @@ def test_show_and_history_list_results_measured_at_a_commit_with_the_same_tree(d
     own = json.loads(regtrack("show", "--repo", str(repo), "--json", head).stdout)["runs"]
     assert own and not any("measured_at" in r for r in own)
 
-    listed = json.loads(regtrack("history", "--repo", str(repo), "--range", f"{first}..{second}", "--json").stdout)
+    in_range = regtrack("history", "--repo", str(repo), "--range", f"{first}..{second}", "--json")
+    listed = json.loads(in_range.stdout)["runs"]
     assert listed and all(r["sha"] == first and r["measured_at"] == head and r["same_tree"] for r in listed)
     assert "same tree" in regtrack("history", "--repo", str(repo), "--range", f"{first}..{second}").stdout
-    whole = json.loads(regtrack("history", "--repo", str(repo), "--json").stdout)
+    whole = json.loads(regtrack("history", "--repo", str(repo), "--json").stdout)["runs"]
     assert {r["sha"] for r in whole} == {head} and not any("measured_at" in r for r in whole)

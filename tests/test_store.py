@@ -47,6 +47,7 @@ TABLES = {
     "bisect_sessions",
     "bisect_steps",
     "claims",
+    "verifications",
 }
 H200 = EnvironmentInfo(
     device="cuda",
@@ -172,7 +173,7 @@ def test_upgrade_from_empty_creates_the_schema_of_the_models(db_path: Path) -> N
         assert set(inspect(engine).get_table_names()) == TABLES | {"alembic_version"}
         with engine.connect() as connection:
             context = MigrationContext.configure(connection)
-            assert context.get_current_revision() == "0005"
+            assert context.get_current_revision() == SCHEMA_REVISION
             assert compare_metadata(context, Base.metadata) == []
             assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
     finally:

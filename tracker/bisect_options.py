@@ -20,6 +20,7 @@ from tracker.core.exits import ExitStatus
 from tracker.core.measurements import Measurement
 from tracker.core.records import CommitInfo, SessionRow
 from tracker.core.verdicts import Verdict
+from tracker.core.verification import Verification
 from tracker.search.strategies import StrategyName
 
 
@@ -118,6 +119,8 @@ class BisectReport:
     reused: int = 0  # steps answered from stored results
     rounds: int = 0
     find_fix: bool = False
+    verification: Verification | None = None
+    """The culprit checked: the bad end measured with its change undone (None without a culprit)."""
 
     @property
     def exit_status(self) -> ExitStatus:
@@ -159,4 +162,5 @@ class BisectReport:
             "executions": self.executions,
             "reused": self.reused,
             "rounds": self.rounds,
+            "verification": self.verification.to_json() if self.verification else None,
         }

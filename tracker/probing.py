@@ -10,23 +10,23 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from db.errors import NotStored
 from db.paths import data_dir
 from probes.api import Probe
-from tracker.bisect_options import BisectOptions, BisectReport, Step, StoredOptions
-from tracker.bisect_session import Bisection, StepCallback, StepProgress, take_session
+from tracker.bisect_options import Step
+from tracker.bisect_session import StepProgress
 from tracker.core.errors import UsageError
 from tracker.core.exits import ExitStatus, exit_status
 from tracker.core.measurements import Measurement
-from tracker.core.records import CommitInfo, SessionRow
+from tracker.core.records import CommitInfo
 from tracker.core.results import ScanReport, TrackResult
 from tracker.core.verdicts import Outcome, Verdict
 from tracker.execution.executors import EnvironmentRefuted, Executor
+from tracker.issue_report import issues_of
 from tracker.measure import Prober
 from tracker.report.ci import write_reports
 from tracker.scan import CONFIRM_RUNS, MAX_SAMPLES, Scanner, ScanStep, history_cut_warning
-from tracker.stored_bisect import answer_from_store
 from tracker.track import record_scan, run_track, track_lock
+from tracker.verify import check_regressions
 from tracker.workspace import ExecutionOptions, Workspace
 
 T = TypeVar("T")
@@ -123,9 +123,8 @@ class Watch:
 
 
 QUIET = Watch()
-# Both frozen: one shared instance serves every call as a default.
+# Frozen: one shared instance serves every call as a default.
 DEFAULT_EXECUTION = ExecutionOptions()
-DEFAULT_SEARCH = BisectOptions()
 
 
 def measure_revisions(
@@ -134,18 +133,25 @@ def measure_revisions(
     """Each probe at each of ``revs``, stored results reused."""
     with Workspace.open(selection.repo, selection.target) as opened:
         shas = [opened.repo.resolve(rev) for rev in revs]
-        ws, probes = _probes(opened, selection)
+        ws, probes = probes_of(opened, selection)
         watch.started("run")
 
         def rows(executor: Executor) -> RunReport:
             probers = [Prober.open(ws, p, executor, "run", options.seed, selection.fresh) for p in probes]
             return _rows(ws, probers, shas, watch)
 
-        return _measured(ws, options, watch, rows)
+        return measured_with(ws, options, watch, rows)
 
 
 def _rows(ws: Workspace, probers: list[Prober], shas: list[str], watch: Watch) -> RunReport:
-    rows: list[MeasuredRow] = []
+    return RunReport([row for row, _ in measure_each(ws, probers, shas, watch)])
+
+
+def measure_each(
+    ws: Workspace, probers: list[Prober], shas: list[str], watch: Watch
+) -> list[tuple[MeasuredRow, Measurement]]:
+    """Each prober at each of ``shas`` (stored results first), probe by probe, each row told to ``watch``."""
+    measured: list[tuple[MeasuredRow, Measurement]] = []
     total = len(shas) * len(probers)
     for prober in probers:
         probe = prober.probe
@@ -154,90 +160,16 @@ def _rows(ws: Workspace, probers: list[Prober], shas: list[str], watch: Watch) -
             watch.measuring(probe.name, sha)
             started = time.perf_counter()
             measurement = prober.measure(sha, trees[sha])
-            rows.append(MeasuredRow.of(ws.store.commit(prober.repo_id, sha), probe.name, measurement))
-            watch.measured(RunStep(rows[-1], len(rows), total, time.perf_counter() - started))
-    return RunReport(rows)
+            row = MeasuredRow.of(ws.store.commit(prober.repo_id, sha), probe.name, measurement)
+            measured.append((row, measurement))
+            watch.measured(RunStep(row, len(measured), total, time.perf_counter() - started))
+    return measured
 
 
-def bisect(
-    selection: Selection,
-    good: str = "",
-    bad: str = "",
-    search: BisectOptions = DEFAULT_SEARCH,
-    options: ExecutionOptions = DEFAULT_EXECUTION,
-    resume: bool = False,
-    watch: Watch = QUIET,
-) -> BisectReport:
-    """The first bad commit after ``good`` up to ``bad`` (first-parent; with ``search.find_fix``
-    the first fixed one), answered from stored results alone where they answer it. With
-    ``resume``, the newest unfinished bisect of the target and probe, continued with the options
-    it was started with."""
-    if not resume and not selection.fresh:
-        report = _stored_bisect(selection, options, search, good, bad, watch)
-        if report is not None:
-            return report
-    with Workspace.open(selection.repo, selection.target) as opened:
-        ws, probe = _bisect_probe(opened, selection)
-        pending = _unfinished(ws, probe) if resume else None
-        if pending is not None:
-            stored = StoredOptions.of(pending)
-            options, search = ExecutionOptions(**stored.execution), stored.search
-        with options.executor(ws.config.executor) as executor:
-            watch.started(f"bisect {probe.name}")
-            prober = Prober.open(ws, probe, executor, "bisect", options.seed, selection.fresh)
-            steps = _bisect_steps(_subjects(ws, prober.repo_id), watch)
-            bisection = Bisection(ws.store, ws.repo, prober, search, steps)
-            return bisection.resume(pending) if pending is not None else bisection.start(good, bad, asdict(options))
+def scan_steps(ws: Workspace, repo_id: int, watch: Watch) -> Callable[[ScanStep], None]:
+    """A scan's steps told to ``watch``, each with its commit's subject."""
+    subject = subjects(ws, repo_id)
 
-
-def _stored_bisect(
-    selection: Selection, options: ExecutionOptions, search: BisectOptions, good: str, bad: str, watch: Watch
-) -> BisectReport | None:
-    """The answer when every result the bisect takes is stored (``tracker.stored_bisect``), its
-    steps told then; None where something would have to run."""
-    try:
-        with Workspace.open_read_only(selection.repo, selection.target) as opened:
-            ws, probe = _bisect_probe(opened, selection)
-            answer = answer_from_store(ws, probe, options, search, good, bad)
-            if answer is None:
-                return None
-            watch.started(f"bisect {answer.report.probe}")
-            steps = _bisect_steps(_subjects(ws, answer.repo_id), watch)
-            for step in answer.steps:
-                steps(*step)
-            return answer.report
-    except NotStored:
-        return None
-
-
-def _bisect_probe(ws: Workspace, selection: Selection) -> tuple[Workspace, Probe]:
-    if selection.command is None:
-        return ws, ws.probe(selection.probes[0] if selection.probes else None)
-    whole, probes = _probes(ws, selection)
-    return whole, probes[0]
-
-
-def _unfinished(ws: Workspace, probe: Probe) -> SessionRow:
-    """The newest unfinished bisect of the target with ``probe``, now driven by this process alone."""
-    probe_id = ws.store.probe_version(probe.name, probe.version, probe.code_hash)
-    sessions = ws.store.open_sessions(ws.store.repository(ws.repo.path), ws.target.name, probe_id)
-    if not sessions:
-        raise UsageError(
-            f"no unfinished bisect of probe {probe.name!r} on target {ws.target.name!r}; "
-            "start one with --good and --bad"
-        )
-    take_session(ws.store, sessions[0].id)
-    return sessions[0]
-
-
-def _bisect_steps(subject: Callable[[str], str], watch: Watch) -> StepCallback:
-    def told(step: Step, measurement: Measurement, progress: StepProgress) -> None:
-        watch.bisected(step, measurement, progress, subject(step.sha))
-
-    return told
-
-
-def _scan_steps(subject: Callable[[str], str], watch: Watch) -> Callable[[ScanStep], None]:
     def told(step: ScanStep) -> None:
         watch.scanned(step, subject(step.sha))
 
@@ -251,24 +183,28 @@ def scan(
     confirm: int = CONFIRM_RUNS,
     options: ExecutionOptions = DEFAULT_EXECUTION,
     watch: Watch = QUIET,
+    verify: bool = False,
 ) -> ScanReport:
     """Every transition of each probe along ``range_spec`` (``A..B``, or ``B`` for its whole
-    first-parent line), recorded in the store."""
+    first-parent line), recorded in the store; with ``verify``, each regression's culprit checked
+    against the last commit it failed at (``tracker.verify``)."""
     with Workspace.open(selection.repo, selection.target) as opened:
         line = opened.repo.line(range_spec)
         if warning := history_cut_warning(opened.repo, line):
             watch.notice(f"warning: {warning}")
-        ws, probes = _probes(opened, selection)
+        ws, probes = probes_of(opened, selection)
         watch.started("scan")
 
         def scanned(executor: Executor) -> ScanReport:
             probers = [Prober.open(ws, p, executor, "scan", options.seed, selection.fresh) for p in probes]
-            steps = _scan_steps(_subjects(ws, probers[0].repo_id), watch)
+            steps = scan_steps(ws, probers[0].repo_id, watch)
             report = Scanner(ws.repo, probers, max_samples, confirm, progress=steps).scan(line)
             record_scan(ws, probers[0].repo_id, report)
+            if verify:
+                check_regressions(report, {p.probe.name: p for p in probers}, watch.measuring)
             return report
 
-        return _measured(ws, options, watch, scanned)
+        return measured_with(ws, options, watch, scanned)
 
 
 def track(
@@ -278,27 +214,31 @@ def track(
     wait: bool = False,
     options: ExecutionOptions = DEFAULT_EXECUTION,
     watch: Watch = QUIET,
+    verify: bool = True,
 ) -> TrackResult:
     """The scheduled job over ``branch`` (default: the target's): the commits new since the last
     job probed, their transitions recorded, the head judged, and the CI reports written to
-    ``out_dir`` (default: the data directory's ``reports/<target>``). One job at a time per
-    target: another one waits with ``wait``, else is a usage error."""
+    ``out_dir`` (default: the data directory's ``reports/<target>``); with ``verify``, each new
+    regression's culprit checked. One job at a time per target: another one waits with ``wait``,
+    else is a usage error."""
     with Workspace.open(selection.repo, selection.target) as opened:
-        ws, probes = _probes(opened, selection)
+        ws, probes = probes_of(opened, selection)
         watch.started("track")
 
         def tracked(executor: Executor) -> TrackResult:
             probers = [Prober.open(ws, p, executor, "track", options.seed, selection.fresh) for p in probes]
-            steps = _scan_steps(_subjects(ws, probers[0].repo_id), watch)
-            return run_track(ws, branch or ws.target.branch, probers, steps)
+            steps = scan_steps(ws, probers[0].repo_id, watch)
+            return run_track(ws, branch or ws.target.branch, probers, steps, verify)
 
         with track_lock(ws.store, ws.repo.path, ws.target.name, wait):
-            result = _measured(ws, options, watch, tracked)
-        result.reports = write_reports(result, out_dir or data_dir() / "reports" / ws.target.name, ws.repo.path)
+            result = measured_with(ws, options, watch, tracked)
+        issues = issues_of(ws, [r.transition for r in result.new_regressions], probes)
+        reports_dir = out_dir or data_dir() / "reports" / ws.target.name
+        result.reports = write_reports(result, reports_dir, ws.repo.path, issues)
     return result
 
 
-def _probes(ws: Workspace, selection: Selection) -> tuple[Workspace, list[Probe]]:
+def probes_of(ws: Workspace, selection: Selection) -> tuple[Workspace, list[Probe]]:
     """The named probes (default: the target's), or ``command``'s with the workspace it measures in."""
     if selection.command is None:
         return ws, ws.probes(selection.probes)
@@ -308,7 +248,7 @@ def _probes(ws: Workspace, selection: Selection) -> tuple[Workspace, list[Probe]
     return whole, [probe]
 
 
-def _measured(ws: Workspace, options: ExecutionOptions, watch: Watch, measure: Callable[[Executor], T]) -> T:
+def measured_with(ws: Workspace, options: ExecutionOptions, watch: Watch, measure: Callable[[Executor], T]) -> T:
     """``measure`` with an executor that takes a local GPU's stack from nvidia-smi, so that a
     command that finds every result stored starts no worker. Where the first worker to start words
     the GPU otherwise, nothing has run yet and what was looked up was looked up under nvidia-smi's
@@ -322,7 +262,7 @@ def _measured(ws: Workspace, options: ExecutionOptions, watch: Watch, measure: C
             return measure(executor)
 
 
-def _subjects(ws: Workspace, repo_id: int) -> Callable[[str], str]:
+def subjects(ws: Workspace, repo_id: int) -> Callable[[str], str]:
     """A commit's subject, from the commits the command recorded."""
 
     def subject(sha: str) -> str:

@@ -3,10 +3,11 @@
 It probes the commits that arrived on the branch since the last tracked one (the first run takes
 the branch head as its baseline), finds and pins down every transition among them with the scan,
 stores the transitions, and judges every probe at the tracked head: failing (since which
-regression, when known), untestable, or passing. ``tracker.report.ci`` writes JUnit XML, a
-markdown summary and JSON from the result. One job at a time per repository and target: a lock
-file in the data directory, or, when the store is PostgreSQL (shared by several hosts), an
-advisory lock of the database.
+regression, when known), untestable, or passing. Each new regression's culprit is checked: the
+last commit it failed at, measured with the culprit's change undone (``tracker.verify``).
+``tracker.report.ci`` writes JUnit XML, a markdown summary and JSON from the result. One job at a
+time per repository and target: a lock file in the data directory, or, when the store is
+PostgreSQL (shared by several hosts), an advisory lock of the database.
 
 What the job is asked about is the tracked head: its exit status (``TrackResult.exit_status``) is
 1 when a probe fails there (or flakes), else 3 when no probe could judge it, else 0. Untestable
@@ -26,11 +27,13 @@ from typing import TYPE_CHECKING
 
 from db.paths import data_dir
 from tracker.core.errors import UsageError
-from tracker.core.records import CommitInfo, TransitionKind
+from tracker.core.records import CommitInfo, TransitionKind, TransitionRecord
 from tracker.core.results import HeadVerdict, NewRegression, ScanReport, TrackResult
 from tracker.core.verdicts import State, state_of
+from tracker.core.verification import Verification
 from tracker.measure import Prober
 from tracker.scan import Progress, Scanner
+from tracker.verify import NOT_ASKED, scan_suspects, skipped, verify_regression
 from tracker.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -58,8 +61,11 @@ def track_lock(store: Database, repo_path: Path, target: str, wait: bool) -> Ite
         yield
 
 
-def run_track(ws: Workspace, branch: str, probers: list[Prober], progress: Progress | None = None) -> TrackResult:
-    """The job over ``branch`` with ``probers``: new commits scanned, transitions recorded, the head judged."""
+def run_track(
+    ws: Workspace, branch: str, probers: list[Prober], progress: Progress | None = None, verify: bool = True
+) -> TrackResult:
+    """The job over ``branch`` with ``probers``: new commits scanned, transitions recorded, each new
+    regression's culprit checked (unless not ``verify``), the head judged."""
     repo_id = probers[0].repo_id
     head = ws.repo.head_of(branch)
     since = ws.store.last_tracked(repo_id, ws.target.name, branch)
@@ -72,15 +78,28 @@ def run_track(ws: Workspace, branch: str, probers: list[Prober], progress: Progr
         result.new_transitions = ws.store.record_transitions(repo_id, ws.target.name, result.scan.transitions)
         new_shas = {(t.probe, t.sha) for t in result.new_transitions if t.kind == TransitionKind.REGRESSION}
         by_probe = {p.probe.name: p for p in probers}
-        for t in result.scan.transitions:
+        for t, bad in scan_suspects(result.scan):
             if (t.probe, t.sha) in new_shas:
-                commit = result.scan.commits[t.sha]
-                measurement = by_probe[t.probe].measure(t.sha, trees[t.sha])
+                prober, commit = by_probe[t.probe], result.scan.commits[t.sha]
+                measurement = prober.measure(t.sha, trees[t.sha])
                 parent = commit.parents[0] if commit.parents else ""
-                result.new_regressions.append(NewRegression(t, commit, measurement, parent))
+                checked = _checked(prober, t, commit, bad, verify, result.scan)
+                result.new_regressions.append(NewRegression(t, commit, measurement, parent, checked))
     result.at_head = [_at_head(ws, prober, result.scan, line[0], head, trees[head]) for prober in probers]
     ws.store.set_tracked(repo_id, ws.target.name, branch, head)
     return result
+
+
+def _checked(
+    prober: Prober, t: TransitionRecord, commit: CommitInfo, bad: str, verify: bool, scan: ScanReport
+) -> Verification:
+    """The new regression's culprit checked, its execution counted with the scan's."""
+    if not verify:
+        return skipped(t.probe, t.sha, bad, NOT_ASKED)
+    before = prober.executions
+    checked = verify_regression(prober, t, commit, bad)
+    scan.executions += prober.executions - before
+    return checked
 
 
 def _at_head(ws: Workspace, prober: Prober, scan: ScanReport | None, first: str, head: str, tree: str) -> HeadVerdict:

@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+import tracker.bisecting as bisecting
 import tracker.probing as api
 from tracker.bisect_options import BisectOptions
 from tracker.cli import progress, render
@@ -38,6 +39,10 @@ COMMAND_HELP = (
 )
 FRESH_HELP = "Measure again even where a stored result would stand (the new result is stored beside the old)."
 PROBES_HELP = "Probe to {} (repeatable; default: the target's probes)."
+VERIFY_HELP = (
+    "Check {}: measure the last bad commit with the culprit's change undone (one more execution; "
+    "the user's checkout is left as it is)."
+)
 
 
 @click.command()
@@ -65,7 +70,7 @@ def run(
     with progress.Reporter(err, "run") as reporter:
         report = api.measure_revisions(selection, revs, options, progress.Watcher(reporter))
     if as_json:
-        emit_json(report.to_json())
+        emit_json({"rows": report.to_json()})
     else:
         out.print(render.measurements_table(report.rows))
     sys.exit(report.exit_status)
@@ -108,6 +113,7 @@ def run(
     "end is no obstacle.",
 )
 @click.option("--fresh", is_flag=True, help=FRESH_HELP)
+@click.option("--verify/--no-verify", default=True, show_default=True, help=VERIFY_HELP.format("the culprit"))
 @target_options
 @execution_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
@@ -125,6 +131,7 @@ def bisect(
     max_runs: int | None,
     assume_ends: bool,
     fresh: bool,
+    verify: bool,
     repo: Path | None,
     target: str | None,
     as_json: bool,
@@ -144,7 +151,7 @@ def bisect(
     selection = api.Selection(repo, target, (probe_name,) if probe_name else (), command, fresh)
     with progress.Reporter(err, "bisect") as reporter:
         watch = progress.Watcher(reporter, search.workers)
-        report = api.bisect(selection, good or "", bad or "", search, options, resume, watch)
+        report = bisecting.bisect(selection, good or "", bad or "", search, options, resume, watch, verify)
     if as_json:
         emit_json(report.to_json())
     else:
@@ -171,6 +178,7 @@ def bisect(
 )
 @click.option("--command", help=COMMAND_HELP)
 @click.option("--fresh", is_flag=True, help=FRESH_HELP)
+@click.option("--verify/--no-verify", default=False, show_default=True, help=VERIFY_HELP.format("each regression"))
 @target_options
 @execution_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
@@ -181,6 +189,7 @@ def scan(
     confirm: int,
     command: str | None,
     fresh: bool,
+    verify: bool,
     repo: Path | None,
     target: str | None,
     as_json: bool,
@@ -191,7 +200,7 @@ def scan(
     options = execution_settings(**execution)
     selection = api.Selection(repo, target, probe_names, command, fresh)
     with progress.Reporter(err, "scan") as reporter:
-        report = api.scan(selection, range_spec, max_samples, confirm, options, progress.Watcher(reporter))
+        report = api.scan(selection, range_spec, max_samples, confirm, options, progress.Watcher(reporter), verify)
     if as_json:
         emit_json(scan_json(report))
     else:
@@ -211,6 +220,7 @@ def scan(
 @click.option("--probe", "probe_names", multiple=True, help=PROBES_HELP.format("track"))
 @click.option("--command", help=COMMAND_HELP)
 @click.option("--fresh", is_flag=True, help=FRESH_HELP)
+@click.option("--verify/--no-verify", default=True, show_default=True, help=VERIFY_HELP.format("each new regression"))
 @target_options
 @execution_options
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report.")
@@ -221,6 +231,7 @@ def track(
     probe_names: tuple[str, ...],
     command: str | None,
     fresh: bool,
+    verify: bool,
     repo: Path | None,
     target: str | None,
     as_json: bool,
@@ -231,7 +242,7 @@ def track(
     options = execution_settings(**execution)
     selection = api.Selection(repo, target, probe_names, command, fresh)
     with progress.Reporter(err, "track") as reporter:
-        result = api.track(selection, branch, out_dir, wait, options, progress.Watcher(reporter))
+        result = api.track(selection, branch, out_dir, wait, options, progress.Watcher(reporter), verify)
     if as_json:
         emit_json(track_json(result))
     else:

@@ -10,6 +10,7 @@ from tracker.core.exits import ExitStatus, exit_status
 from tracker.core.measurements import Measurement
 from tracker.core.records import CommitInfo, StretchRecord, TransitionRecord
 from tracker.core.verdicts import State, Verdict
+from tracker.core.verification import Verification
 
 
 @dataclass
@@ -26,6 +27,8 @@ class ScanReport:
     probes: list[ProbeScan]
     executions: int = 0
     reused: int = 0
+    verifications: list[Verification] = field(default_factory=list)
+    """Each regression's culprit checked (``scan --verify``), in the order of ``transitions``."""
 
     @property
     def transitions(self) -> list[TransitionRecord]:
@@ -53,6 +56,8 @@ class NewRegression:
     commit: CommitInfo
     measurement: Measurement
     parent: str
+    verification: Verification | None = None
+    """The culprit checked against the last commit it failed at before the next transition."""
 
 
 @dataclass(frozen=True)
