@@ -12,14 +12,17 @@ import html
 import json
 import re
 import shlex
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
+from tracker.core.json_schema import versioned
 from tracker.core.records import CommitInfo, TransitionRecord
 from tracker.core.results import HeadVerdict, ScanReport, TrackResult
 from tracker.core.verdicts import State, Verdict
+from tracker.report.issue_markdown import RegressionIssue, issue_markdown
 from tracker.search.story import story
 
 
@@ -43,30 +46,35 @@ def scan_json(report: ScanReport) -> dict[str, Any]:
         "stories": {scan.probe: story(scan, report.line) for scan in report.probes},
         "executions": report.executions,
         "reused": report.reused,
+        "verifications": [checked.to_json() for checked in report.verifications],
     }
 
 
 def track_json(result: TrackResult) -> dict[str, Any]:
-    return {
-        "target": result.target,
-        "branch": result.branch,
-        "head": result.head,
-        "since": result.since,
-        "commits": result.commits,
-        "executions": result.scan.executions if result.scan else 0,
-        "transitions": scan_json(result.scan)["transitions"] if result.scan else [],
-        "new_regressions": [
-            {
-                **transition_json(r.transition, r.commit),
-                "signature": r.measurement.signature,
-                "metrics": r.measurement.metrics,
-                "parent": r.parent,
-            }
-            for r in result.new_regressions
-        ],
-        "at_head": [_head_json(h) for h in result.at_head],
-        "exit_status": int(result.exit_status),
-    }
+    """The job's JSON, printed by ``track --json`` and written beside the JUnit file."""
+    return versioned(
+        {
+            "target": result.target,
+            "branch": result.branch,
+            "head": result.head,
+            "since": result.since,
+            "commits": result.commits,
+            "executions": result.scan.executions if result.scan else 0,
+            "transitions": scan_json(result.scan)["transitions"] if result.scan else [],
+            "new_regressions": [
+                {
+                    **transition_json(r.transition, r.commit),
+                    "signature": r.measurement.signature,
+                    "metrics": r.measurement.metrics,
+                    "parent": r.parent,
+                    "verification": r.verification.to_json() if r.verification else None,
+                }
+                for r in result.new_regressions
+            ],
+            "at_head": [_head_json(h) for h in result.at_head],
+            "exit_status": int(result.exit_status),
+        }
+    )
 
 
 def _head_json(h: HeadVerdict) -> dict[str, Any]:
@@ -147,6 +155,8 @@ def markdown_summary(result: TrackResult, repo: Path) -> str:
             f"Reproduce: {_code(reproduce_command(repo, t.probe, c))}",
             "",
         ]
+        if r.verification is not None:
+            lines += [f"Verification: **{r.verification.status.value}**: {_cell(r.verification.explanation)}", ""]
     if result.scan and result.scan.transitions:
         lines += ["", "| probe | transition | commit | pairs with |", "|---|---|---|---|"]
         for t in result.scan.transitions:
@@ -187,13 +197,24 @@ def _code(text: str) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
-def write_reports(result: TrackResult, out_dir: Path, repo: Path) -> list[Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
+def write_reports(result: TrackResult, out_dir: Path, repo: Path, issues: Sequence[RegressionIssue] = ()) -> list[Path]:
+    """The job's JUnit XML, summary and JSON, and an issue for each of its new regressions (``issues``)."""
     files = {
         "regtrack-junit.xml": junit_xml(result),
         "regtrack-summary.md": markdown_summary(result, repo),
         "regtrack-track.json": json.dumps(track_json(result), indent=2, default=str) + "\n",
     }
+    return _write_files(out_dir, files | {issue.file_name: issue_markdown(issue) for issue in issues})
+
+
+def write_issues(issues: Sequence[RegressionIssue], out_dir: Path) -> list[Path]:
+    """One markdown file per issue, named by its probe and culprit (``RegressionIssue.file_name``)."""
+    return _write_files(out_dir, {issue.file_name: issue_markdown(issue) for issue in issues})
+
+
+def _write_files(out_dir: Path, files: dict[str, str]) -> list[Path]:
+    """Each file through a temporary one and a rename: a reader sees the old text or the new."""
+    out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for name, text in files.items():
         path = out_dir / name

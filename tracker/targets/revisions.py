@@ -209,6 +209,11 @@ class Repo:
         result = self._git("symbolic-ref", "--quiet", "--short", "HEAD")
         return result.stdout.decode().strip() or None if result.returncode == 0 else None
 
+    def remote_url(self, remote: str = "origin") -> str | None:
+        """The URL ``remote`` fetches from; None when the repository has no such remote."""
+        result = self._git("config", "--get", f"remote.{remote}.url")
+        return result.stdout.decode(errors="replace").strip() or None if result.returncode == 0 else None
+
     def top_level_entries(self, rev: str) -> list[str]:
         """The names of the files and directories at the root of ``rev``'s tree."""
         out = self._run_raw("ls-tree", "-z", "--name-only", self.resolve(rev))
