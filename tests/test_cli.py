@@ -137,9 +137,9 @@ def test_a_commit_outside_the_target_paths_reuses_its_parents_result(demo: tuple
     head = manifest.head
     first = regtrack("run", "--repo", str(repo), "--probe", "swa_page_table", "--json", parent(repo, head))
     assert first.exit_code == 0, first.output
-    assert json.loads(first.stdout)[0]["reused"] is False
+    assert json.loads(first.stdout)["rows"][0]["reused"] is False
     second = regtrack("run", "--repo", str(repo), "--probe", "swa_page_table", "--json", head)
-    assert json.loads(second.stdout)[0]["reused"] is True
+    assert json.loads(second.stdout)["rows"][0]["reused"] is True
     shown = regtrack("show", "--repo", str(repo), "--json", head)
     assert shown.exit_code == 0
     assert json.loads(shown.stdout)["commit"]["sha"] == head
@@ -149,7 +149,7 @@ def test_history_lists_stored_runs(demo: tuple[Path, DemoManifest]) -> None:
     repo, manifest = demo
     assert regtrack("run", "--repo", str(repo), "--probe", "swa_page_table", manifest.head).exit_code == 0
     listed = regtrack("history", "--repo", str(repo), "--json")
-    runs = json.loads(listed.stdout)
+    runs = json.loads(listed.stdout)["runs"]
     assert {r["probe_name"] for r in runs} == {"swa_page_table"} and len(runs) == 3
     assert "swa_page_table" in regtrack("history", "--repo", str(repo)).stdout
 

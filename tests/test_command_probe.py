@@ -94,11 +94,11 @@ def test_an_untestable_exit_is_stored_listed_and_queried_as_skip(tmp_path: Path)
 
     ran = regtrack("run", "--command", "sh -c 'exit 125'", "HEAD", "--json")
     assert ran.returncode == 3, ran.stderr
-    [row] = json.loads(ran.stdout)
+    [row] = json.loads(ran.stdout)["rows"]
     assert (row["verdict"], row["cases"], row["signature"]) == ("skip", {"command": "skip"}, "exit 125 (untestable)")
-    [listed] = json.loads(regtrack("history", "--outcome", "skip", "--json").stdout)
+    [listed] = json.loads(regtrack("history", "--outcome", "skip", "--json").stdout)["runs"]
     assert (listed["outcome"], listed["signature"]) == ("skip", "exit 125 (untestable)")
-    assert json.loads(regtrack("history", "--outcome", "error", "--json").stdout) == []
+    assert json.loads(regtrack("history", "--outcome", "error", "--json").stdout)["runs"] == []
     with sqlite3.connect(tmp_path / "home" / "data" / "regtrack.db") as db:
         assert list(db.execute("SELECT outcome, signature FROM runs")) == [("skip", "exit 125 (untestable)")]
 

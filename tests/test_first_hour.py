@@ -101,13 +101,13 @@ def test_an_untestable_good_end_stops_a_bisect_unless_the_ends_are_assumed(repo:
 def test_editing_the_check_measures_afresh_and_nothing_else_does(repo: GitRepo, tmp_path: Path) -> None:
     head = shas(repo)[-1]
     first = regtrack("run", "--command", "./check.sh", head, "--json", cwd=repo.path)
-    assert first.exit_code == 1 and json.loads(first.stdout)[0]["verdict"] == "bad"
+    assert first.exit_code == 1 and json.loads(first.stdout)["rows"][0]["verdict"] == "bad"
     again = regtrack("run", "--command", "./check.sh", head, "--json", cwd=repo.path)
-    assert json.loads(again.stdout)[0]["reused"]
+    assert json.loads(again.stdout)["rows"][0]["reused"]
     write_check(repo, COMMITS + 1)
     edited = regtrack("run", "--command", "./check.sh", head, "--json", cwd=repo.path)
     assert edited.exit_code == 0, edited.output
-    assert [(row["verdict"], row["reused"]) for row in json.loads(edited.stdout)] == [("good", False)]
+    assert [(row["verdict"], row["reused"]) for row in json.loads(edited.stdout)["rows"]] == [("good", False)]
     # the same script by an absolute path: its content, not its spelling, is what a result rests on
     outside = tmp_path / "x.sh"
     outside.write_text("exit 1\n")
@@ -120,8 +120,8 @@ def test_fresh_measures_again_and_keeps_both_results(repo: GitRepo) -> None:
     head = shas(repo)[-1]
     for flags in ((), ("--fresh",)):
         result = regtrack("run", "--command", "./check.sh", head, *flags, "--json", cwd=repo.path)
-        assert [row["reused"] for row in json.loads(result.stdout)] == [False]
-    history = json.loads(regtrack("history", "--json", cwd=repo.path).stdout)
+        assert [row["reused"] for row in json.loads(result.stdout)["rows"]] == [False]
+    history = json.loads(regtrack("history", "--json", cwd=repo.path).stdout)["runs"]
     assert len([run for run in history if run["sha"] == head]) == 2
 
 
@@ -204,7 +204,7 @@ def test_a_repository_probed_by_command_alone_has_a_report(repo: GitRepo, tmp_pa
 def test_run_says_why_a_revision_was_untestable_when_only_its_output_says_it(repo: GitRepo) -> None:
     result = regtrack("run", "--command", "sh -c 'echo no GPU here; exit 125'", "HEAD", "--json", cwd=repo.path)
     assert result.exit_code == 3
-    assert json.loads(result.stdout)[0]["signature"] == "exit 125 (untestable)"
+    assert json.loads(result.stdout)["rows"][0]["signature"] == "exit 125 (untestable)"
     module = repo.path / "skipping.py"
     module.write_text(
         "from probes.api import ProbeResult\n"
@@ -215,4 +215,4 @@ def test_run_says_why_a_revision_was_untestable_when_only_its_output_says_it(rep
         '[targets.t]\nrepo = "."\n[targets.t.probes.skipping]\nmodule = "skipping.py:check"\n'
     )
     listed = regtrack("run", "HEAD", "--json", cwd=repo.path)
-    assert listed.exit_code == 3 and json.loads(listed.stdout)[0]["signature"] == "needs a GPU: none visible"
+    assert listed.exit_code == 3 and json.loads(listed.stdout)["rows"][0]["signature"] == "needs a GPU: none visible"

@@ -72,7 +72,7 @@ def one_line_error(result: subprocess.CompletedProcess[str], *needles: str) -> N
 def run_json(home: Path, repo: Path, *args: str) -> list[dict]:
     result = regtrack(home, "run", "--repo", str(repo), *args, "--json")
     assert result.returncode in (0, 1, 3), result.stderr  # 3: no probe could judge it
-    return json.loads(result.stdout)
+    return json.loads(result.stdout)["rows"]
 
 
 # -- reuse keys -----------------------------------------------------------------------------------
@@ -289,7 +289,7 @@ def test_concurrent_runs_store_one_execution_per_planned_case(history: tuple[Pat
         claims = connection.execute("SELECT count(*) FROM claims").fetchone()[0]
     assert sorted(rows) == [(f"c{i}", 1) for i in range(4)], rows
     assert claims == 0
-    assert sum(not json.loads(out)[0]["reused"] for out, _ in outputs) >= 1
+    assert sum(not json.loads(out)["rows"][0]["reused"] for out, _ in outputs) >= 1
 
 
 def test_a_killed_run_keeps_its_finished_cases_and_the_next_completes_the_attempt(
@@ -302,7 +302,7 @@ def test_a_killed_run_keeps_its_finished_cases_and_the_next_completes_the_attemp
     assert killed.returncode == -signal.SIGKILL
     with database(home) as connection:
         assert sorted(connection.execute("SELECT case_id, attempt FROM runs")) == [("c0", 1), ("c1", 1)]
-    (row,) = json.loads(regtrack(home, *args).stdout)
+    (row,) = json.loads(regtrack(home, *args).stdout)["rows"]
     assert row["verdict"] == "good"
     with database(home) as connection:
         assert sorted(connection.execute("SELECT case_id, attempt FROM runs")) == [(f"c{i}", 1) for i in range(4)]

@@ -51,5 +51,5 @@ def test_a_range_of_50000_stored_trees_is_bisected_answered_again_and_listed(
 
     listed = regtrack("history", "--range", f"{history[0]}..{history[-1]}", "--json", "--limit", "1000", cwd=repo)
     assert listed.exit_code == 0, listed.output
-    runs = json.loads(listed.stdout)
+    runs = json.loads(listed.stdout)["runs"]
     assert {run["sha"] for run in runs} == {step["sha"] for step in report["steps"]}

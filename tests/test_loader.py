@@ -83,7 +83,7 @@ def test_regtrack_run_calls_such_a_revision_untestable(tmp_path: Path) -> None:
         text=True,
         timeout=300,
     )
-    (row,) = json.loads(result.stdout)
+    (row,) = json.loads(result.stdout)["rows"]
     assert row["verdict"] == "skip", row
     assert "import error: ModuleNotFoundError" in row["signature"]
 

@@ -76,7 +76,7 @@ def test_a_bisect_is_stored_in_postgresql_and_answered_from_it_again(
     assert first["executions"] > 0 and again["executions"] == 0
     history = regtrack("history", "--repo", str(repo), "--json", cwd=repo)
     assert history.exit_code == 0, history.output
-    assert json.loads(history.stdout)
+    assert json.loads(history.stdout)["runs"]
 
 
 def test_the_track_lock_is_a_database_advisory_lock(

@@ -135,7 +135,7 @@ def test_a_commit_whose_check_exits_125_is_untestable(history: History, tmp_path
     for probe in ("check", "verify"):
         result = regtrack("run", "--probe", probe, history.untestable[0], "--json", cwd=where)
         assert result.exit_code != 1, result.output
-        [row] = json.loads(result.stdout)
+        [row] = json.loads(result.stdout)["rows"]
         assert row["verdict"] == "skip", row
     with Store.open() as store:
         [run] = store.runs(probe="check")
@@ -216,7 +216,7 @@ def test_a_killed_command_bisect_resumes_to_the_same_culprit(history: History, t
 def run_json(where: Path, *args: str) -> dict:
     result = regtrack("run", *args, "--json", cwd=where)
     assert result.exit_code in (0, 1), result.output
-    [row] = json.loads(result.stdout)
+    [row] = json.loads(result.stdout)["rows"]
     return row
 
 
@@ -298,7 +298,7 @@ def test_run_command_measures_the_revisions(history: History, tmp_path: Path) ->
         cwd=tmp_path,
     )
     assert result.exit_code == 1, result.output
-    assert [row["verdict"] for row in json.loads(result.stdout)] == ["good", "bad"]
+    assert [row["verdict"] for row in json.loads(result.stdout)["rows"]] == ["good", "bad"]
 
 
 def test_a_command_probes_metrics_file_and_output_reach_the_store(history: History, tmp_path: Path) -> None:
@@ -334,7 +334,7 @@ def test_exit_codes_of_a_command_through_the_worker(
     result = regtrack(
         "run", "--repo", str(history.repo), "--command", command, "--timeout", "1", "HEAD", "--json", cwd=tmp_path
     )
-    [row] = json.loads(result.stdout)
+    [row] = json.loads(result.stdout)["rows"]
     assert (row["verdict"], row["cases"], row["signature"]) == (verdict, {"command": outcome}, signature)
     assert result.exit_code == {"good": 0, "bad": 1, "skip": 3}[verdict]
 

@@ -36,7 +36,7 @@ def measured(
 def history(repo: Path, *args: str) -> list[dict]:
     result = CliRunner().invoke(main, ["history", "--repo", str(repo), "--json", *args], catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
+    return json.loads(result.stdout)["runs"]
 
 
 def test_filters_by_outcome_range_time_and_environment(measured: tuple[Path, DemoManifest, pytest.MonkeyPatch]) -> None:

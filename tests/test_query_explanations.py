@@ -116,7 +116,7 @@ def test_a_reason_kept_only_in_the_detail_is_each_runs_reason(lib: GitRepo) -> N
     for query in (("show", "HEAD"), ("history",)):
         table = cli(lib, *query).stdout
         assert "reason" in table and "needs a GPU: none visible" in table and "nvidia-smi" not in table
-    [listed] = json.loads(cli(lib, "history", "--json").stdout)
+    [listed] = json.loads(cli(lib, "history", "--json").stdout)["runs"]
     assert listed["reason"] == "needs a GPU: none visible"
 
 
@@ -139,7 +139,8 @@ def test_a_long_reason_is_cut_to_the_terminal_and_whole_in_json(lib: GitRepo) ->
         assert "…" in row and len(row) > columns - 5, "the reason takes what the terminal leaves it, no more"
     narrow = on_a_terminal(lib, 80, "show", "HEAD")
     assert all(len(line) <= 80 for line in narrow) and any(" row 2 wrong: case-0… " in line for line in narrow), narrow
-    assert json.loads(cli(lib, "history", "--json").stdout)[0]["reason"] == LONG_REASON
+    [listed] = json.loads(cli(lib, "history", "--json").stdout)["runs"]
+    assert listed["reason"] == LONG_REASON
 
 
 def test_a_reused_result_says_where_it_was_measured(lib: GitRepo) -> None:
@@ -157,12 +158,12 @@ def test_a_reused_result_says_where_it_was_measured(lib: GitRepo) -> None:
         assert (run["sha"], run["measured_at"], run["same_tree"]) == (rev, first, how)
     assert f"{first[:12]}, same tree" in cli(lib, "show", same_tree).stdout
     assert f"{first[:12]}, same files read" in cli(lib, "show", more_docs).stdout
-    listed = json.loads(cli(lib, "history", "--json").stdout)
+    listed = json.loads(cli(lib, "history", "--json").stdout)["runs"]
     assert [(r["sha"], r.get("measured_at")) for r in listed] == [(more_docs, first), (docs, first), (first, None)]
     assert f"{first[:12]}, same files read" in cli(lib, "history").stdout
     assert [
         r["measured_at"]
-        for r in json.loads(cli(lib, "history", "--range", f"{same_tree}..{more_docs}", "--json").stdout)
+        for r in json.loads(cli(lib, "history", "--range", f"{same_tree}..{more_docs}", "--json").stdout)["runs"]
     ] == [first, first, first]
 
 
@@ -170,7 +171,7 @@ def test_a_copy_at_the_commit_it_was_measured_at_is_not_marked(lib: GitRepo) -> 
     """The target's paths changed: the commit's new tree reuses what was read under the old ones."""
     cli(lib, "run", "--probe", "check", "HEAD")
     (lib.path / "regtrack.toml").write_text(CONFIG.replace('paths = ["lib", "docs"]', 'paths = ["lib", "docs", "ci"]'))
-    [again] = json.loads(cli(lib, "run", "--probe", "check", "HEAD", "--json").stdout)
+    [again] = json.loads(cli(lib, "run", "--probe", "check", "HEAD", "--json").stdout)["rows"]
     assert again["reused"] is True
     runs = shown(lib)
     assert len(runs) == 2 and not any("measured_at" in r for r in runs)
@@ -207,7 +208,7 @@ def test_a_filter_naming_nothing_stored_is_a_usage_error(lib: GitRepo, tmp_path:
     assert (
         json.loads(
             cli(lib, "history", "--range", f"{later}..{latest}", "--probe", "check", "--env", "cpu", "--json").stdout
-        )
+        )["runs"]
         == []
     )
     written = cli(lib, "report", "--html", str(tmp_path / "r.html"), "--probe", "check", "--env", "cpu").stdout

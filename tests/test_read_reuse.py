@@ -149,7 +149,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def run_row(where: Path, *args: str) -> dict:
     result = regtrack("run", *args, "--json", cwd=where)
     assert result.exit_code in (0, 1), result.output
-    [row] = json.loads(result.stdout)
+    [row] = json.loads(result.stdout)["rows"]
     return row
 
 

@@ -35,7 +35,7 @@ def configured(manifest: ShapedManifest, where: Path) -> Path:
 def run_rows(where: Path, *shas: str) -> list[dict]:
     result = regtrack("run", "--probe", PROBE, *shas, "--json", cwd=where)
     assert result.exit_code in (0, 1, 3), result.output
-    return json.loads(result.stdout)
+    return json.loads(result.stdout)["rows"]
 
 
 @pytest.fixture(autouse=True)
@@ -116,7 +116,7 @@ def test_a_revision_that_reaches_a_stub_is_untestable(story: ShapedManifest, tmp
     where = configured(story, tmp_path / "config")
     result = regtrack("run", "--probe", PROBE, story.role("stub_reached"), "--json", cwd=where)
     assert result.exit_code == 3, result.output
-    [row] = json.loads(result.stdout)
+    [row] = json.loads(result.stdout)["rows"]
     assert row["verdict"] == "skip" and "stub reached" in row["signature"]
 
 

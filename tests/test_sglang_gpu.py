@@ -130,7 +130,7 @@ def test_run_and_scan_asked_again_start_no_worker(story: ShapedManifest, config_
     home = tmp_path / "home"
     span = f"{story.commits[0]}..{story.introduced}"
     for command, answer in [
-        (("run", story.commits[0], story.introduced), lambda out: [(r["sha"], r["verdict"]) for r in out]),
+        (("run", story.commits[0], story.introduced), lambda out: [(r["sha"], r["verdict"]) for r in out["rows"]]),
         (("scan", span), lambda out: out["transitions"]),
     ]:
         began = time.perf_counter()
@@ -161,7 +161,7 @@ def test_a_gpu_that_nvidia_smi_words_otherwise_is_measured_again_as_its_worker_t
     monkeypatch.setenv("PATH", f"{renaming.parent}{os.pathsep}{os.environ['PATH']}")
     result = regtrack("run", story.introduced, *GPU_PROBE, "--json", cwd=config_dir)
     print(result.stderr)
-    assert result.exit_code == 1 and [r["verdict"] for r in json.loads(result.stdout)] == ["bad"], result.output
+    assert result.exit_code == 1 and [r["verdict"] for r in json.loads(result.stdout)["rows"]] == ["bad"], result.output
     assert "nvidia-smi as Renamed GPU" in result.stderr and "measuring again" in result.stderr
     with Workspace.open(cwd=config_dir) as ws:
         stored = [env.gpu_name for _, env in ws.store.environments(ws.store.repository(ws.repo.path))]

@@ -86,7 +86,7 @@ def regtrack(*args: str) -> Result:
 def run_json(*args: str) -> list[dict[str, Any]]:
     result = regtrack("run", *args)
     assert result.exit_code in (0, 1, 3), result.output
-    rows: list[dict[str, Any]] = json.loads(result.stdout)
+    rows: list[dict[str, Any]] = json.loads(result.stdout)["rows"]
     return rows
 
 
@@ -153,7 +153,7 @@ def test_setup_runs_once_per_tree_and_a_failing_one_makes_the_revision_untestabl
 
     result = regtrack("run", failing, "--probe", "mylib_value")
     assert result.exit_code != 1, result.output
-    (row,) = json.loads(result.stdout)
+    (row,) = json.loads(result.stdout)["rows"]
     assert (row["verdict"], row["signature"]) == ("skip", "setup failed: compiler exploded")
     assert set(row["cases"].values()) == {"error"} and len(setups()) == 3
     (log,) = [log for log in (home / "cache" / "snapshots" / ".setup").glob("*.log") if "exploded" in log.read_text()]
@@ -187,7 +187,7 @@ def test_the_targets_timeout_stands_unless_timeout_is_given(repo: GitRepo) -> No
     second = repo.commit("mylib 2", mylib(2))
     result = regtrack("run", first, "--probe", "mylib_slow")
     assert result.exit_code == 1, result.output
-    (row,) = json.loads(result.stdout)
+    (row,) = json.loads(result.stdout)["rows"]
     assert (row["verdict"], row["signature"]) == ("bad", "timed out after 0.5s")
     (row,) = run_json(second, "--probe", "mylib_slow", "--timeout", "60")
     assert row["verdict"] == "good"
@@ -248,7 +248,7 @@ def run_without_torch(repo: GitRepo, home: Path, *args: str) -> tuple[dict[str, 
         check=False,
     )
     *printed, last = done.stdout.strip().splitlines()
-    return json.loads(last), json.loads("\n".join(printed))
+    return json.loads(last), json.loads("\n".join(printed))["rows"]
 
 
 def test_a_target_without_torch_probes_never_imports_torch(repo: GitRepo, home: Path) -> None:

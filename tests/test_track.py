@@ -107,7 +107,7 @@ def test_a_new_regression_is_bisected_reported_and_the_rerun_runs_nothing(
     )
 
     listed = CliRunner().invoke(main, ["regressions", "--open", "--repo", str(repo), "--json"], catch_exceptions=False)
-    assert [r["sha"] for r in json.loads(listed.stdout)] == [culprit]
+    assert [r["sha"] for r in json.loads(listed.stdout)["regressions"]] == [culprit]
 
 
 def junit_failures(out: Path) -> dict[str | None, str]:

@@ -147,7 +147,7 @@ def test_a_query_with_its_database_elsewhere_leaves_an_unwritable_cache_alone(
     with unwritable(used_home):
         result = regtrack(checkout, "history", "--json", REGTRACK_HOME=str(used_home), REGTRACK_DB_URL=elsewhere)
     assert result.returncode == 0, result.stderr
-    assert [row["outcome"] for row in json.loads(result.stdout)] == ["pass"]
+    assert [row["outcome"] for row in json.loads(result.stdout)["runs"]] == ["pass"]
 
 
 def test_a_run_that_needs_a_snapshot_in_an_unwritable_cache_says_so(

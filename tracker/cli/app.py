@@ -22,6 +22,7 @@ from rich.console import Console
 
 from tracker.core.errors import UsageError
 from tracker.core.exits import ExitStatus
+from tracker.core.json_schema import versioned
 from tracker.workspace import ExecutionOptions, Workspace
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -118,6 +119,7 @@ def workspace(repo: Path | None, target: str | None) -> Workspace:
 
 COMMANDS = {
     "bisect": "tracker.cli.probing:bisect",
+    "compare": "tracker.cli.compare:compare",
     "run": "tracker.cli.probing:run",
     "scan": "tracker.cli.probing:scan",
     "track": "tracker.cli.probing:track",
@@ -197,5 +199,6 @@ def main() -> None:
     """Regression tracking and bisect automation for GPU attention backends."""
 
 
-def emit_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, default=str))
+def emit_json(data: dict[str, Any]) -> None:
+    """One JSON object on stdout, carrying the ``schema`` version as every JSON output of regtrack does."""
+    click.echo(json.dumps(versioned(data), indent=2, default=str))
