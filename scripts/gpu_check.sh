@@ -8,7 +8,9 @@
 #    SGLang-shaped revisions);
 # 2. scripts/probe_matrix.py on cuda in bf16 (every probe against every planted bug);
 # 3. the CLI end to end on the demo history with --device cuda: run at HEAD and on the overwrite
-#    bug, a bf16 result not reused for float32, --device cuda:7 refused before anything runs.
+#    bug, a bf16 result not reused for float32, --device cuda:7 refused before anything runs, a
+#    bisect on cuda whose culprit is checked by reverting it, and the report of a line scanned on
+#    the cpu and on cuda (written to $OUT/demo-report.html and .json).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu-out}"
@@ -37,7 +39,21 @@ buggy="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["bugs"]
   python3 -m tracker.cli run --repo "$demo" --device cuda:7 HEAD
   echo "exit $?"
   echo "== environments stored"
-  python3 -m tracker.cli history --repo "$demo" --json --limit 200 | python3 -c 'import json,sys; rows=json.load(sys.stdin); print(sorted({(r["fingerprint"], r.get("gpu_name")) for r in rows}))'
+  python3 -m tracker.cli history --repo "$demo" --json --limit 200 | python3 -c 'import json,sys; rows=json.load(sys.stdin)["runs"]; print(sorted({(r["fingerprint"], r.get("gpu_name")) for r in rows}))'
+  echo "== bisect the overwrite on cuda, its culprit checked by reverting it (exit 1, verification confirmed)"
+  fixed="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["bugs"]["target_verify_overwrite"]["fixed"])' "$demo.manifest.json")"
+  python3 -m tracker.cli bisect --repo "$demo" --device cuda --dtype bfloat16 --probe target_verify_attention \
+    --good "$buggy~1" --bad "$fixed~1" --json
+  echo "exit $?"
+  echo "== scan on the cpu and on cuda, then the report: one series per environment in each plot"
+  python3 -m tracker.cli scan --repo "$demo" --probe target_verify_attention --json > /dev/null
+  echo "exit $?"
+  python3 -m tracker.cli scan --repo "$demo" --device cuda --dtype bfloat16 --probe target_verify_attention --json \
+    > /dev/null
+  echo "exit $?"
+  python3 -m tracker.cli report --repo "$demo" --probe target_verify_attention --html "$OUT/demo-report.html" \
+    --json > "$OUT/demo-report.json"
+  echo "exit $?"
 } > "$OUT/cli-cuda.log" 2>&1
 cat "$OUT/cli-cuda.log" | grep -v '^\s' | tail -30
 exit $status

@@ -142,7 +142,7 @@ def test_run_tables_cut_signatures_and_json_keeps_them_whole(history: tuple[Path
     repo, shas = history
     home = tmp_path / "home"
     as_json = regtrack(home, repo, "run", shas[-1], shas[1], "--command", "sh check.sh", "--json")
-    rows = json.loads(as_json.stdout)
+    rows = json.loads(as_json.stdout)["rows"]
     assert rows[0]["signature"].endswith(TAIL) and len(rows[0]["signature"]) > 180
     steps = steps_of(as_json.stderr)
     assert [(m["n"], m["total"], m["final"]) for m in steps] == [("1", "2", ""), ("2", "2", "")]
@@ -175,10 +175,10 @@ def live(workers: int, steps: list[tuple[Verdict, StepProgress]]) -> str:
     console = Console(file=StringIO(), force_terminal=True, width=200, highlight=False)
     with progress.Reporter(console, "bisect demo") as reporter:
         assert reporter.live
-        show = progress.bisect_steps(reporter, lambda sha: "Fix the \x1b[31m page table", workers)
+        watcher = progress.Watcher(reporter, workers)
         for verdict, state in steps:
             m = measurement(verdict, "off by +2" if verdict is Verdict.BAD else None)
-            show(Step(m.sha, verdict, False), m, state)
+            watcher.bisected(Step(m.sha, verdict, False), m, state, "Fix the \x1b[31m page table")
     return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", console.file.getvalue())  # type: ignore[attr-defined]
 
 
@@ -224,7 +224,7 @@ def test_run_on_the_demo_prints_nothing_on_stderr_but_its_steps(demo: Path, tmp_
     """The demo's probes import torch in the parent and in the worker: no NumPy warning, nothing else."""
     result = regtrack(tmp_path / "home", demo, "run", "HEAD", "--json")
     assert result.returncode == 0, result.stderr
-    rows = json.loads(result.stdout)
+    rows = json.loads(result.stdout)["rows"]
     steps = steps_of(result.stderr)
     assert [m["probe"] for m in steps] == [r["probe"] for r in rows] and len(steps) == len(rows) >= 2
     assert "Warning" not in result.stderr

@@ -115,19 +115,28 @@ def upgrade(url: str | None) -> None:
 @execution_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def demo(path: Path | None, commits: int, as_json: bool, **execution: Any) -> None:
-    """Build the demo history, print each probe's verdict on its key commits, and bisect its stories."""
+    """Build the demo history and tell its story: scan it, show each probe's verdict on its key
+    commits, bisect its stories and check each culprit, and write the report with its plots."""
     from tracker.demo import walkthrough as demo_api
 
     options = execution_settings(**execution)
     history_path = path or demo_api.default_path()
     manifest = demo_api.ensure_history(history_path, commits, err)
-    with workspace(history_path, None) as ws, options.executor(ws.config.executor) as executor:
-        steps = progress.Reporter(err, "demo", live=False)  # the demo draws its own status spinner
-        on_step = progress.bisect_steps(steps, lambda sha: ws.repo.commit_info(sha).subject, options.workers)
-        result = demo_api.run_demo(ws, manifest, executor, options.seed, err, on_step)
+    with (
+        workspace(history_path, None) as ws,
+        options.executor(ws.config.executor) as executor,
+        progress.Reporter(err, "demo") as reporter,
+    ):
+        result = demo_api.run_demo(ws, manifest, executor, options.seed, progress.Watcher(reporter, options.workers))
     if as_json:
         emit_json(result.to_json())
-    else:
-        out.print(render.demo_verdicts(result))
-        for report in result.bisects:
-            out.print(render.bisect_summary(report))
+        return
+    if result.scan is not None:
+        out.print(render.scan_summary(result.scan))
+    out.print(render.demo_verdicts(result))
+    for report in result.bisects:
+        out.print(render.bisect_summary(report))
+    out.print(f"\nthe report: {result.report}")
+    out.print("next:")
+    for command in result.next_commands:
+        out.print(f"  {command}")

@@ -13,7 +13,6 @@ a step that is not good the failure's signature, cut to ``render.SIGNATURE_WIDTH
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -22,7 +21,7 @@ from rich.console import Console
 from rich.text import Text
 
 from tracker.bisect_options import Step
-from tracker.bisect_session import StepCallback, StepProgress
+from tracker.bisect_session import StepProgress
 from tracker.cli.render import cut, printable, styled
 from tracker.core.measurements import Measurement
 from tracker.probing import RunStep, Watch
@@ -185,15 +184,6 @@ def bisect_tick(step: Step, measurement: Measurement, progress: StepProgress, su
         signature=measurement.signature,
         left=bisect_left(progress, workers),
     )
-
-
-def bisect_steps(reporter: Reporter, subject_of: Callable[[str], str], workers: int) -> StepCallback:
-    """A bisect's steps as lines, for a driver run without the API's ``Watch`` (the demo)."""
-
-    def show(step: Step, measurement: Measurement, progress: StepProgress) -> None:
-        reporter.step(bisect_tick(step, measurement, progress, subject_of(step.sha), workers))
-
-    return show
 
 
 def scan_tick(step: ScanStep, subject: str) -> Tick:

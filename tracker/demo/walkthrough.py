@@ -1,8 +1,12 @@
-"""``regtrack demo``: build the demo history, show each probe's verdict on the story's key
-commits next to what the story intends, and bisect its stories."""
+"""``regtrack demo``: build the demo history and tell its whole story as a user would find it: scan
+the first-parent line for every transition, show each probe's verdict on the story's key commits
+next to what the story intends, bisect the stories and check each culprit by reverting it, and
+write the HTML report with its plots. Every step is told to a ``Watch`` as it goes."""
 
 from __future__ import annotations
 
+import shlex
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -11,15 +15,23 @@ from rich.console import Console
 
 from db.paths import data_dir
 from tracker.bisect_options import BisectReport
-from tracker.bisect_session import Bisection, StepCallback
+from tracker.bisect_session import Bisection
+from tracker.bisecting import bisect_steps, check_and_store
 from tracker.core.errors import UsageError
+from tracker.core.results import ScanReport
 from tracker.demo.history import build_demo_history
 from tracker.demo.manifest import DemoManifest, manifest_path, write_manifest
 from tracker.demo.story import Intent, intents, key_commits
 from tracker.demo.target import write_demo_config
 from tracker.execution.executors import Executor
 from tracker.measure import Prober
+from tracker.probing import MeasuredRow, RunStep, Watch, scan_steps
+from tracker.report.ci import scan_json
+from tracker.report.html import render_html
+from tracker.reporting import build_report
+from tracker.scan import Scanner
 from tracker.targets.revisions import Repo
+from tracker.track import record_scan
 from tracker.workspace import Workspace
 
 SHOWN_INTENT = {Intent.GOOD: "good", Intent.BAD: "bad", Intent.FLAKY: "flaky", Intent.UNTESTABLE: "skip"}
@@ -35,23 +47,37 @@ class DemoRow:
 
 @dataclass
 class DemoResult:
+    """What the demo found: the scan of the whole line, the key commits' verdicts, the stories'
+    bisects (each culprit checked), the report it wrote, and what a user would run next."""
+
     path: Path
     probes: list[str]
     rows: list[DemoRow] = field(default_factory=list)
     bisects: list[BisectReport] = field(default_factory=list)
+    scan: ScanReport | None = None
+    report: Path | None = None
+    next_commands: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "path": str(self.path),
+            "scan": scan_json(self.scan) if self.scan is not None else None,
             "verdicts": [
                 {"sha": r.sha, "event": r.label, "verdicts": r.verdicts, "expected": r.expected} for r in self.rows
             ],
             "bisects": [report.to_json() for report in self.bisects],
+            "report": str(self.report) if self.report is not None else None,
+            "next": self.next_commands,
         }
 
 
 def default_path() -> Path:
     return data_dir() / "demo-history"
+
+
+def report_path(history: Path) -> Path:
+    """Where the demo writes its page: beside the history, so two demos never share one."""
+    return history.parent / f"{history.name}-report.html"
 
 
 def ensure_history(path: Path, commits: int, console: Console) -> DemoManifest:
@@ -78,32 +104,59 @@ def first_parent_line(repo: Repo, manifest: DemoManifest) -> list[str]:
     return [root, *repo.first_parent_range(root, manifest.head)]
 
 
-def run_demo(
-    ws: Workspace,
-    manifest: DemoManifest,
-    executor: Executor,
-    seed: int | None,
-    console: Console,
-    on_step: StepCallback | None = None,
-) -> DemoResult:
+def run_demo(ws: Workspace, manifest: DemoManifest, executor: Executor, seed: int | None, watch: Watch) -> DemoResult:
+    """The whole story: scan, key commits, bisects with their checks, and the report."""
     line = first_parent_line(ws.repo, manifest)
-    expected = intents(manifest, line)
     probes = ws.probes(())
     result = DemoResult(ws.repo.path, [p.name for p in probes])
     probers = {p.name: Prober.open(ws, p, executor, "demo", seed) for p in probes}
+    repo_id = next(iter(probers.values())).repo_id
+    watch.notice(f"scanning the {len(line)} commits of the demo line with {len(probers)} probes")
+    watch.started("demo: scan")
+    result.scan = Scanner(ws.repo, list(probers.values()), progress=scan_steps(ws, repo_id, watch)).scan(line)
+    record_scan(ws, repo_id, result.scan)
+    watch.notice(f"the scan found {len(result.scan.transitions)} transitions; now the story's key commits")
+    result.rows = _key_verdicts(ws, manifest, line, probers, watch)
+    for title, probe, good, bad in _stories(manifest, line):
+        watch.notice(f"bisect {title}: {probe}, good {good[:12]}, bad {bad[:12]}")
+        watch.started(f"demo: bisect {probe}")
+        prober = probers[probe]
+        report = Bisection(ws.store, ws.repo, prober, on_step=bisect_steps(ws, repo_id, watch)).start(good, bad)
+        check_and_store(ws, report, prober, True, watch)
+        result.bisects.append(report)
+    result.report = _write_report(ws, watch)
+    result.next_commands = _next_commands(ws.repo.path, result.bisects)
+    return result
+
+
+def _key_verdicts(
+    ws: Workspace, manifest: DemoManifest, line: list[str], probers: dict[str, Prober], watch: Watch
+) -> list[DemoRow]:
+    """Each probe at each key commit, next to what the story intends there (mostly stored by the scan)."""
+    expected = intents(manifest, line)
     keys = key_commits(manifest, line[0])
     trees = next(iter(probers.values())).record_commits([k.sha for k in keys])
-    with console.status("measuring the key commits") as status:
-        for key in keys:
-            verdicts = {}
-            for name, prober in probers.items():
-                status.update(f"{name} at {key.sha[:12]} ({key.label})")
-                verdicts[name] = prober.measure(key.sha, trees[key.sha]).verdict.value
-            shown = {name: SHOWN_INTENT[expected[key.sha].get(name, Intent.GOOD)] for name in verdicts}
-            result.rows.append(DemoRow(key.sha, key.label, verdicts, shown))
+    watch.started("demo: key commits")
+    rows, total = [], len(keys) * len(probers)
+    for key in keys:
+        verdicts = {}
+        for name, prober in probers.items():
+            watch.measuring(name, key.sha)
+            started = time.perf_counter()
+            measurement = prober.measure(key.sha, trees[key.sha])
+            verdicts[name] = measurement.verdict.value
+            row = MeasuredRow.of(ws.store.commit(prober.repo_id, key.sha), name, measurement)
+            watch.measured(RunStep(row, len(rows) * len(probers) + len(verdicts), total, time.perf_counter() - started))
+        shown = {name: SHOWN_INTENT[expected[key.sha].get(name, Intent.GOOD)] for name in verdicts}
+        rows.append(DemoRow(key.sha, key.label, verdicts, shown))
+    return rows
+
+
+def _stories(manifest: DemoManifest, line: list[str]) -> list[tuple[str, str, str, str]]:
+    """(title, probe, good, bad) of each story the demo bisects."""
     overwrite, swa = manifest.bugs["target_verify_overwrite"], manifest.bugs["swa_partial_page"]
     before = {sha: line[i - 1] for i, sha in enumerate(line) if i}
-    stories = [
+    return [
         (
             "the overwrite, from the first commit to inside its first bad stretch",
             overwrite.probe,
@@ -118,8 +171,21 @@ def run_demo(
         ),
         ("the SWA bug, from the first commit across the untestable stretch", swa.probe, line[0], before[swa.fixed]),
     ]
-    for title, probe_name, good, bad in stories:
-        console.print(f"bisect {title}: {probe_name}, good {good[:12]}, bad {bad[:12]}")
-        bisection = Bisection(ws.store, ws.repo, probers[probe_name], on_step=on_step)
-        result.bisects.append(bisection.start(good, bad))
-    return result
+
+
+def _write_report(ws: Workspace, watch: Watch) -> Path:
+    """The HTML report of the whole line, with its plots, beside the history."""
+    watch.started("demo: report")
+    watch.notice("writing the report")
+    path = report_path(ws.repo.path)
+    path.write_text(render_html(build_report(ws, None, (), None)), encoding="utf-8")
+    return path
+
+
+def _next_commands(repo: Path, bisects: list[BisectReport]) -> list[str]:
+    """What a user runs next: what the re-introduced bug's culprit changed, and the issue bodies of the
+    regressions (every one of the demo is fixed at its head, so none is open)."""
+    where = shlex.quote(str(repo))
+    culprits = [b.culprit.sha[:12] for b in bisects if b.culprit is not None]
+    first = [f"regtrack compare {culprits[1]}^ {culprits[1]} --repo {where}"] if len(culprits) > 1 else []
+    return [*first, f"regtrack regressions --markdown --repo {where}"]
