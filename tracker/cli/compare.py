@@ -11,16 +11,14 @@ import click
 import tracker.probing as api
 from tracker.cli import progress, render
 from tracker.cli.app import emit_json, err, execution_options, execution_settings, out, target_options
-from tracker.cli.probing import COMMAND_HELP, FRESH_HELP, PROBES_HELP
+from tracker.cli.probing import probe_selection
 from tracker.compare import compare as compare_revisions
 
 
 @click.command()
 @click.argument("a")
 @click.argument("b")
-@click.option("--probe", "probe_names", multiple=True, help=PROBES_HELP.format("compare with"))
-@click.option("--command", help=COMMAND_HELP)
-@click.option("--fresh", is_flag=True, help=FRESH_HELP)
+@probe_selection("compare with")
 @target_options
 @execution_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")

@@ -10,6 +10,7 @@ about is the tracked head. ``bisect`` exits 1 when it names a commit (the first 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ import tracker.probing as api
 from tracker.bisect_options import BisectOptions
 from tracker.cli import progress, render
 from tracker.cli.app import (
+    F,
     emit_json,
     err,
     execution_options,
@@ -39,6 +41,20 @@ COMMAND_HELP = (
 )
 FRESH_HELP = "Measure again even where a stored result would stand (the new result is stored beside the old)."
 PROBES_HELP = "Probe to {} (repeatable; default: the target's probes)."
+
+
+def probe_selection(verb: str) -> Callable[[F], F]:
+    """``--probe`` (what to ``verb``), ``--command`` and ``--fresh``: what a probing command
+    measures, and whether it measures again where a stored result would stand."""
+
+    def decorate(command: F) -> F:
+        command = click.option("--fresh", is_flag=True, help=FRESH_HELP)(command)
+        command = click.option("--command", help=COMMAND_HELP)(command)
+        return click.option("--probe", "probe_names", multiple=True, help=PROBES_HELP.format(verb))(command)
+
+    return decorate
+
+
 VERIFY_HELP = (
     "Check {}: measure the last bad commit with the culprit's change undone (one more execution; "
     "the user's checkout is left as it is)."
@@ -47,9 +63,7 @@ VERIFY_HELP = (
 
 @click.command()
 @click.argument("revs", nargs=-1, required=True)
-@click.option("--probe", "probe_names", multiple=True, help=PROBES_HELP.format("run"))
-@click.option("--command", help=COMMAND_HELP)
-@click.option("--fresh", is_flag=True, help=FRESH_HELP)
+@probe_selection("run")
 @target_options
 @execution_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -161,7 +175,7 @@ def bisect(
 
 @click.command()
 @click.argument("range_spec", metavar="RANGE", default="HEAD")
-@click.option("--probe", "probe_names", multiple=True, help=PROBES_HELP.format("scan with"))
+@probe_selection("scan with")
 @click.option(
     "--max-samples",
     default=64,
@@ -176,8 +190,6 @@ def bisect(
     type=click.IntRange(0),
     help="Reruns of a bad side before a transition is reported (none for a deterministic probe).",
 )
-@click.option("--command", help=COMMAND_HELP)
-@click.option("--fresh", is_flag=True, help=FRESH_HELP)
 @click.option("--verify/--no-verify", default=False, show_default=True, help=VERIFY_HELP.format("each regression"))
 @target_options
 @execution_options
@@ -217,9 +229,7 @@ def scan(
     help="Where the JUnit XML, markdown and JSON go (default: the data directory's reports/).",
 )
 @click.option("--wait", is_flag=True, help="Wait for a running track of the same target instead of exiting.")
-@click.option("--probe", "probe_names", multiple=True, help=PROBES_HELP.format("track"))
-@click.option("--command", help=COMMAND_HELP)
-@click.option("--fresh", is_flag=True, help=FRESH_HELP)
+@probe_selection("track")
 @click.option("--verify/--no-verify", default=True, show_default=True, help=VERIFY_HELP.format("each new regression"))
 @target_options
 @execution_options
