@@ -128,9 +128,13 @@ def split_command(text: str) -> list[str]:
     return shlex.split(text)
 
 
+ADHOC_PREFIX = "command:"
+"""What the name of every ``--command`` probe starts with."""
+
+
 def adhoc_command_name(argv: list[str]) -> str:
     """The name of a ``--command`` probe: the same command line, the same name (and stored results)."""
-    return f"command:{_digest(json.dumps(argv).encode())[:8]}"
+    return f"{ADHOC_PREFIX}{_digest(json.dumps(argv).encode())[:8]}"
 
 
 def resolve(spec: ProbeSpec) -> Probe:

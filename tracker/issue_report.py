@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from probes.command import CommandCheck
-from probes.sources import Source
+from probes.sources import ADHOC_PREFIX, Source
 from tracker.core.records import CommitInfo, RunRow, TransitionKind, TransitionRecord
 from tracker.core.verdicts import BAD_OUTCOMES
 from tracker.queries import regressions_of, runs_of_commits
@@ -21,9 +21,6 @@ from tracker.targets.revisions import ROOT_PATH
 if TYPE_CHECKING:
     from probes.api import Probe
     from tracker.workspace import Workspace
-
-AD_HOC_PREFIX = "command:"
-"""How ``--command`` probes are named (``probes.sources.adhoc_command_name``)."""
 
 
 def regression_issues(ws: Workspace, only_open: bool, probes: Sequence[Probe] = ()) -> list[RegressionIssue]:
@@ -59,7 +56,7 @@ def issues_of(
             paired=_commit(ws, repo_id, t.pairs_with) if t.pairs_with else None,
             fixed_by=_fix_after(ws, repo_id, t, transitions),
             command=_command_line(ws, t.probe, probes),
-            ad_hoc=t.probe.startswith(AD_HOC_PREFIX),
+            ad_hoc=t.probe.startswith(ADHOC_PREFIX),
         )
         for t in regressions
     ]
@@ -78,7 +75,7 @@ def _results(ws: Workspace, repo_id: int, t: TransitionRecord) -> dict[str, tupl
     """The newest run of each case at the culprit (every probe) and at its parent (this probe)."""
     parents = _commit(ws, repo_id, t.sha).parents
     shas = [*parents[:1], t.sha]
-    paths = (ROOT_PATH,) if t.probe.startswith(AD_HOC_PREFIX) else ws.target.paths
+    paths = (ROOT_PATH,) if t.probe.startswith(ADHOC_PREFIX) else ws.target.paths
     runs = runs_of_commits(ws.store, ws.repo, repo_id, paths, shas).runs
     at_parent = [r for r in runs if parents and r.sha == parents[0] and r.probe_name == t.probe]
     return {
