@@ -29,7 +29,7 @@ def compare(
             probers = [Prober.open(ws, p, executor, "compare", options.seed, selection.fresh) for p in probes]
             measured = [m for _, m in measure_each(ws, probers, [sha_a, sha_b], watch)]
             pairs = [
-                ProbePair(prober.probe.name, _probe_at(prober, at_a), _probe_at(prober, at_b))
+                ProbePair(prober.probe.name, _probe_at(at_a), _probe_at(at_b))
                 for prober, at_a, at_b in zip(probers, measured[::2], measured[1::2], strict=True)
             ]
             repo_id = probers[0].repo_id
@@ -38,13 +38,8 @@ def compare(
         return measured_with(ws, options, watch, compared)
 
 
-def _probe_at(prober: Prober, measurement: Measurement) -> ProbeAt:
-    """The measurement with each case's duration, which the store keeps with the attempt's runs."""
-    attempt = [a for a in prober.attempts(measurement.tree_hash) if a.number == measurement.attempt]
-    durations = {case_id: run.duration_s for a in attempt for case_id, run in a.runs.items()}
-    cases = {
-        c.case_id: CaseAt(c.outcome, c.signature, dict(c.metrics), durations.get(c.case_id)) for c in measurement.cases
-    }
+def _probe_at(measurement: Measurement) -> ProbeAt:
+    cases = {c.case_id: CaseAt(c.outcome, c.signature, dict(c.metrics), c.duration_s) for c in measurement.cases}
     source = Provenance.REUSED if measurement.reused else Provenance.MEASURED
     return ProbeAt(measurement.sha, measurement.verdict, source, cases)
 

@@ -291,7 +291,7 @@ class Prober:
         record = self._record(plan, case_id, result, session_id, input_set_id)
         if self.store.add_run(record, owner=owners.this_process()) is not None:
             reason = reason_of(result.outcome, result.signature, result.detail)
-            plan.cases[case_id] = CaseOutcome(case_id, result.outcome, reason, result.metrics)
+            plan.cases[case_id] = CaseOutcome(case_id, result.outcome, reason, result.metrics, record.duration_s)
             plan.missing.remove(case_id)
             plan.executed = True
 

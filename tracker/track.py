@@ -27,13 +27,12 @@ from typing import TYPE_CHECKING
 
 from db.paths import data_dir
 from tracker.core.errors import UsageError
-from tracker.core.records import CommitInfo, TransitionKind, TransitionRecord
+from tracker.core.records import CommitInfo, TransitionKind
 from tracker.core.results import HeadVerdict, NewRegression, ScanReport, TrackResult
 from tracker.core.verdicts import State, state_of
-from tracker.core.verification import Verification
 from tracker.measure import Prober
 from tracker.scan import Progress, Scanner
-from tracker.verify import NOT_ASKED, scan_suspects, skipped, verify_regression
+from tracker.verify import NOT_ASKED, check_regression, scan_suspects, skipped
 from tracker.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -83,23 +82,13 @@ def run_track(
                 prober, commit = by_probe[t.probe], result.scan.commits[t.sha]
                 measurement = prober.measure(t.sha, trees[t.sha])
                 parent = commit.parents[0] if commit.parents else ""
-                checked = _checked(prober, t, commit, bad, verify, result.scan)
+                checked = (
+                    check_regression(result.scan, prober, t, bad) if verify else skipped(t.probe, t.sha, bad, NOT_ASKED)
+                )
                 result.new_regressions.append(NewRegression(t, commit, measurement, parent, checked))
     result.at_head = [_at_head(ws, prober, result.scan, line[0], head, trees[head]) for prober in probers]
     ws.store.set_tracked(repo_id, ws.target.name, branch, head)
     return result
-
-
-def _checked(
-    prober: Prober, t: TransitionRecord, commit: CommitInfo, bad: str, verify: bool, scan: ScanReport
-) -> Verification:
-    """The new regression's culprit checked, its execution counted with the scan's."""
-    if not verify:
-        return skipped(t.probe, t.sha, bad, NOT_ASKED)
-    before = prober.executions
-    checked = verify_regression(prober, t, commit, bad)
-    scan.executions += prober.executions - before
-    return checked
 
 
 def _at_head(ws: Workspace, prober: Prober, scan: ScanReport | None, first: str, head: str, tree: str) -> HeadVerdict:

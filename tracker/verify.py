@@ -53,13 +53,18 @@ def unchecked(report: BisectReport, culprit: CommitInfo, verify: bool) -> Verifi
 
 
 def check_regressions(report: ScanReport, probers: dict[str, Prober], measuring: Measuring) -> None:
-    """Each regression of the scan checked into ``report``, its execution counted with the scan's."""
+    """Each regression of the scan checked into ``report``."""
     for transition, bad in scan_suspects(report):
-        prober = probers[transition.probe]
         measuring(transition.probe, bad)
-        before = prober.executions
-        report.verifications.append(verify_regression(prober, transition, report.commits[transition.sha], bad))
-        report.executions += prober.executions - before
+        report.verifications.append(check_regression(report, probers[transition.probe], transition, bad))
+
+
+def check_regression(report: ScanReport, prober: Prober, transition: TransitionRecord, bad: str) -> Verification:
+    """One regression of the scan checked against ``bad``, its execution counted with the scan's."""
+    before = prober.executions
+    checked = verify_regression(prober, transition, report.commits[transition.sha], bad)
+    report.executions += prober.executions - before
+    return checked
 
 
 def skipped(probe: str, culprit: str, bad: str, reason: str) -> Verification:

@@ -22,10 +22,13 @@ class CaseOutcome:
     signature: str | None
     """Why the case did not pass (``tracker.core.verdicts.reason_of``): a probe may say it only in its detail."""
     metrics: dict[str, float]
+    duration_s: float | None = None
+    """The wall time of the run, as stored."""
 
     @classmethod
     def of(cls, run: StoredRun) -> CaseOutcome:
-        return cls(run.case_id, run.outcome, reason_of(run.outcome, run.signature, run.detail), dict(run.metrics))
+        reason = reason_of(run.outcome, run.signature, run.detail)
+        return cls(run.case_id, run.outcome, reason, dict(run.metrics), run.duration_s)
 
 
 @dataclass(frozen=True)

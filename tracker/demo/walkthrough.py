@@ -6,7 +6,7 @@ write the HTML report with its plots. Every step is told to a ``Watch`` as it go
 from __future__ import annotations
 
 import shlex
-import time
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ from tracker.demo.story import Intent, intents, key_commits
 from tracker.demo.target import write_demo_config
 from tracker.execution.executors import Executor
 from tracker.measure import Prober
-from tracker.probing import MeasuredRow, RunStep, Watch, scan_steps
+from tracker.probing import Watch, measure_each, scan_steps
 from tracker.report.ci import scan_json
 from tracker.report.html import render_html
 from tracker.reporting import build_report
@@ -135,21 +135,19 @@ def _key_verdicts(
     """Each probe at each key commit, next to what the story intends there (mostly stored by the scan)."""
     expected = intents(manifest, line)
     keys = key_commits(manifest, line[0])
-    trees = next(iter(probers.values())).record_commits([k.sha for k in keys])
     watch.started("demo: key commits")
-    rows, total = [], len(keys) * len(probers)
-    for key in keys:
-        verdicts = {}
-        for name, prober in probers.items():
-            watch.measuring(name, key.sha)
-            started = time.perf_counter()
-            measurement = prober.measure(key.sha, trees[key.sha])
-            verdicts[name] = measurement.verdict.value
-            row = MeasuredRow.of(ws.store.commit(prober.repo_id, key.sha), name, measurement)
-            watch.measured(RunStep(row, len(rows) * len(probers) + len(verdicts), total, time.perf_counter() - started))
-        shown = {name: SHOWN_INTENT[expected[key.sha].get(name, Intent.GOOD)] for name in verdicts}
-        rows.append(DemoRow(key.sha, key.label, verdicts, shown))
-    return rows
+    verdicts: dict[str, dict[str, str]] = defaultdict(dict)
+    for row, _ in measure_each(ws, list(probers.values()), [key.sha for key in keys], watch):
+        verdicts[row.sha][row.probe] = row.verdict.value
+    return [
+        DemoRow(
+            key.sha,
+            key.label,
+            verdicts[key.sha],
+            {name: SHOWN_INTENT[expected[key.sha].get(name, Intent.GOOD)] for name in verdicts[key.sha]},
+        )
+        for key in keys
+    ]
 
 
 def _stories(manifest: DemoManifest, line: list[str]) -> list[tuple[str, str, str, str]]:

@@ -26,11 +26,17 @@ from tracker.report.issue_markdown import RegressionIssue, issue_markdown
 from tracker.search.story import story
 
 
-def transition_json(t: TransitionRecord, commit: CommitInfo | None) -> dict[str, Any]:
-    """A transition as every ``--json`` and the job's JSON file print it, with its commit's subject and PR."""
+def transition_fields(t: TransitionRecord) -> dict[str, Any]:
+    """A transition's own fields as JSON values."""
     data = asdict(t)
     data["authored_at"] = t.authored_at.isoformat()
     data["found_at"] = t.found_at.isoformat() if t.found_at else None
+    return data
+
+
+def transition_json(t: TransitionRecord, commit: CommitInfo | None) -> dict[str, Any]:
+    """A transition as every ``--json`` and the job's JSON file print it, with its commit's subject and PR."""
+    data = transition_fields(t)
     data["subject"] = commit.subject if commit else None
     data["pr_number"] = commit.pr_number if commit else None
     return data

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
-from datetime import datetime
 from importlib import resources
 from typing import Any
 
 from tracker.core.json_schema import versioned
-from tracker.core.records import CommitInfo, EnvironmentInfo, StepRow, StretchRecord, TransitionRecord
+from tracker.core.records import CommitInfo, EnvironmentInfo, StepRow, StretchRecord
+from tracker.report.ci import transition_fields
 from tracker.report.model import Cell, ReportBisect, ReportData, Series
 
 SCHEMA_FILE = "report.schema.json"
@@ -39,7 +39,7 @@ def report_json(data: ReportData) -> dict[str, Any]:
             "cells": {probe: _cell_runs(data, probe) for probe in data.probes},
             "measured": None if data.measured is None else sorted(index[s] for s in data.measured if s in index),
             "series": [_series(s, index) for s in data.series],
-            "transitions": [_transition(t) for t in data.transitions],
+            "transitions": [transition_fields(t) for t in data.transitions],
             "stretches": [_stretch(s) for s in data.stretches],
             "bisects": [_bisect(b) for b in data.bisects],
             "environments": [_environment(e) for e in data.environments],
@@ -89,10 +89,6 @@ def _series(series: Series, index: Mapping[str, int]) -> dict[str, Any]:
     }
 
 
-def _transition(t: TransitionRecord) -> dict[str, Any]:
-    return {**asdict(t), "authored_at": _moment(t.authored_at), "found_at": _moment(t.found_at)}
-
-
 def _stretch(s: StretchRecord) -> dict[str, Any]:
     return asdict(s)
 
@@ -120,7 +116,3 @@ def _steps(steps: Sequence[StepRow]) -> list[dict[str, Any]]:
 
 def _environment(e: EnvironmentInfo) -> dict[str, Any]:
     return {"fingerprint": e.fingerprint, **asdict(e), "facts": dict(e.facts)}
-
-
-def _moment(moment: datetime | None) -> str | None:
-    return moment.isoformat() if moment is not None else None
