@@ -76,7 +76,10 @@ class SessionStore(Database):
     def session_attempts(self, session_id: int) -> int:
         """How many attempts (a tree measured once, whatever its cases) the session executed."""
         query = select(func.count()).select_from(
-            select(Run.tree_hash, Run.attempt).where(Run.session_id == session_id).distinct().subquery()
+            select(Run.tree_hash, Run.attempt)
+            .where(Run.session_id == session_id, Run.reused_from_id.is_(None))
+            .distinct()
+            .subquery()
         )
         with self._reading() as session:
             return session.scalar(query) or 0

@@ -100,13 +100,22 @@ def test_a_second_identical_bisect_shows_the_stored_check_and_runs_nothing(tmp_p
     assert found is not None and found.to_json() == first["verification"]
 
 
-def test_a_stored_answer_never_checked_runs_the_check(tmp_path: Path) -> None:
+def test_a_stored_answer_never_checked_says_how_to_check_it_and_runs_the_check_when_asked(tmp_path: Path) -> None:
     repo, shas = history(tmp_path / "repo", [{"other": "later\n"}])
     unchecked = bisect(repo, shas[0], shas[-1], "--no-verify")
     assert unchecked["verification"]["status"] == "skipped"
-    checked = bisect(repo, shas[0], shas[-1])
+    again = bisect(repo, shas[0], shas[-1])
+    assert (again["session"], again["executions"], again["check_executions"]) == (None, 0, 0), "nothing runs unasked"
+    command = f"regtrack bisect --good {shas[0][:12]} --bad {shas[-1][:12]} --command 'sh check.sh' --verify"
+    assert again["verification"]["status"] == "skipped"
+    assert again["verification"]["explanation"] == (
+        f"not checked: the answer comes from stored results and no check of {shas[4][:12]} is stored; "
+        f"`{command}` runs it (one execution)"
+    )
+    checked = bisect(repo, *shlex.split(command)[3:6:2], "--verify")
     assert checked["session"] is None, "every step is stored"
-    assert checked["verification"]["status"] == "confirmed" and checked["executions"] == 1
+    assert checked["verification"]["status"] == "confirmed"
+    assert (checked["executions"], checked["check_executions"]) == (1, 1)
 
 
 def test_a_later_commit_that_breaks_the_check_another_way_leaves_the_culprit_not_confirmed(tmp_path: Path) -> None:

@@ -116,6 +116,9 @@ class BisectReport:
     parent_measurement: Measurement | None = None
     steps: list[Step] = field(default_factory=list)
     executions: int = 0
+    """Every probe execution of the bisect: its ends, its search and the culprit's check."""
+    check_executions: int = 0
+    """Of ``executions``, those of the culprit's check (``tracker.verify``): 1, or 0 where its tree was stored."""
     reused: int = 0  # steps answered from stored results
     rounds: int = 0
     find_fix: bool = False
@@ -160,6 +163,7 @@ class BisectReport:
             "parent_result": measured(self.parent_measurement),
             "steps": [{**asdict(s), "verdict": s.verdict.value} for s in self.steps],
             "executions": self.executions,
+            "check_executions": self.check_executions,
             "reused": self.reused,
             "rounds": self.rounds,
             "verification": self.verification.to_json() if self.verification else None,

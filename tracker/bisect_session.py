@@ -7,9 +7,12 @@ commits with one tree, so a culprit always changed the target. Stored complete a
 are fed before anything runs (flake-aware strategies all of them, binary and k-ary the latest).
 Binary and k-ary trust one result per end; auto and bayes run the good end up to
 ``GOOD_END_ATTEMPTS`` times until it passes and the bad end up to ``BAD_END_ATTEMPTS`` times until
-it fails. An end that never behaves, or is untestable, stops the session with exit code 2, unless
-``assume_ends`` takes the ends as given, as ``git bisect`` does. With ``find_fix`` every verdict
-is fed inverted (``tracker.bisect_options``) and the culprit is the first fixed commit.
+it fails. A deterministic probe (``Probe.deterministic``) is never run twice on one tree: its one
+result, stored or measured now, is final whatever the strategy, so ends and candidates are
+measured once each and the search trusts every result, as ``git bisect`` does. An end that
+never behaves, or is untestable, stops the session with exit code 2, unless ``assume_ends``
+takes the ends as given, as ``git bisect`` does. With ``find_fix`` every verdict is fed
+inverted (``tracker.bisect_options``) and the culprit is the first fixed commit.
 """
 
 from __future__ import annotations
@@ -145,6 +148,9 @@ class Bisection:
         return [bad, *self.repo.first_parent_range(bad, good)]
 
     def _flake_prior(self) -> FlakePrior | None:
+        """The probe's flake history as the search's prior; none for a deterministic probe."""
+        if self.prober.probe.deterministic:
+            return None
         flake = self.prober.flake_history()
         if flake is None or flake.runs < MIN_HISTORY_RUNS:
             return None
@@ -188,6 +194,7 @@ class _Run:
         self.trees = [trees[sha] for sha in self.shas]
         self.index_of = {line[i]: index for index, r in enumerate(runs) for i in r}
         self.flake_rate_prior = stored.prior.rate if stored.prior else None
+        deterministic = self.prober.probe.deterministic
         self.strategy: Strategy = make_strategy(
             self.strategy_name,
             len(self.candidates),
@@ -196,8 +203,9 @@ class _Run:
             self.options.max_runs,
             self.flake_rate_prior,
             stored.prior.runs if stored.prior else None,
+            deterministic,
         )
-        self.flake_aware = self.strategy_name in FLAKE_AWARE
+        self.flake_aware = self.strategy_name in FLAKE_AWARE and not deterministic
         self.steps: list[Step] = []
         self.verdicts: dict[int, list[Verdict]] = {}
         """The verdicts fed to the strategy at each index (inverted in a fix search)."""

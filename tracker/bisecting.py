@@ -26,7 +26,7 @@ from tracker.probing import (
     subjects,
 )
 from tracker.stored_bisect import answer_from_store
-from tracker.verify import check_culprit, unchecked
+from tracker.verify import check_culprit, not_checked, unchecked
 from tracker.workspace import ExecutionOptions, Workspace
 
 DEFAULT_SEARCH = BisectOptions()
@@ -41,17 +41,20 @@ def bisect(
     options: ExecutionOptions = DEFAULT_EXECUTION,
     resume: bool = False,
     watch: Watch = QUIET,
-    verify: bool = True,
+    verify: bool | None = None,
 ) -> BisectReport:
     """The first bad commit after ``good`` up to ``bad`` (first-parent; with ``search.find_fix``
     the first fixed one), answered from stored results alone where they answer it. With
     ``resume``, the newest unfinished bisect of the target and probe, continued with the options
-    it was started with. With ``verify``, the culprit is checked (``tracker.verify``): from the
-    store where it was checked before, else by one more execution."""
+    it was started with. The culprit is checked (``tracker.verify``) from the store where it was
+    checked before, else by one more execution: always with ``verify``, never with
+    ``verify=False``, and by default after a search but not for an answer from stored results
+    alone, which runs nothing and says how to check it, as asking again a question already
+    answered should."""
     if not resume and not selection.fresh:
         report = _stored_bisect(selection, options, search, good, bad, watch, verify)
         if report is not None:
-            if report.verification is None and report.culprit is not None:
+            if verify and report.verification is None and report.culprit is not None:
                 _verify_stored_answer(selection, options, report, watch)
             return report
     with Workspace.open(selection.repo, selection.target) as opened:
@@ -66,7 +69,7 @@ def bisect(
             steps = bisect_steps(ws, prober.repo_id, watch)
             bisection = Bisection(ws.store, ws.repo, prober, search, steps)
             report = bisection.resume(pending) if pending is not None else bisection.start(good, bad, asdict(options))
-            check_and_store(ws, report, prober, verify, watch)
+            check_and_store(ws, report, prober, verify is not False, watch)
             return report
 
 
@@ -74,9 +77,8 @@ def check_and_store(ws: Workspace, report: BisectReport, prober: Prober, verify:
     """The culprit of a finished bisect checked (``tracker.verify``) and kept with its session."""
     check_culprit(report, prober, verify, watch.measuring)
     if report.session_id is not None and report.verification is not None:
-        ws.store.add_to_session_result(
-            report.session_id, {"verification": report.verification.to_json(), "executions": report.executions}
-        )
+        checked = {"executions": report.executions, "check_executions": report.check_executions}
+        ws.store.add_to_session_result(report.session_id, {"verification": report.verification.to_json(), **checked})
 
 
 def _verify_stored_answer(selection: Selection, options: ExecutionOptions, report: BisectReport, watch: Watch) -> None:
@@ -98,11 +100,11 @@ def _stored_bisect(
     good: str,
     bad: str,
     watch: Watch,
-    verify: bool,
+    verify: bool | None,
 ) -> BisectReport | None:
     """The answer when every result the bisect takes is stored (``tracker.stored_bisect``), its
-    steps told then, with the culprit's stored check (None where it has none); None where
-    something would have to run."""
+    steps told then, with the culprit's stored check (where none is stored: None with ``verify``,
+    else what runs it); None where something would have to run."""
     try:
         with Workspace.open_read_only(selection.repo, selection.target) as opened:
             ws, probe = _bisect_probe(opened, selection)
@@ -115,15 +117,20 @@ def _stored_bisect(
                 steps(*step)
             report, culprit = answer.report, answer.report.culprit
             if culprit is not None:
-                key = (answer.repo_id, ws.target.name, report.probe, culprit.sha, report.bad)
-                report.verification = unchecked(report, culprit, verify) or _stored_check(ws.store.verification(*key))
+                found = unchecked(report, culprit, verify is not False) or _stored_check(ws, answer.repo_id, report)
+                report.verification = found or (None if verify else not_checked(report, culprit, probe))
             return report
     except NotStored:
         return None
 
 
-def _stored_check(found: Verification | None) -> Verification | None:
-    """A stored check as a stored answer tells it: nothing measured now."""
+def _stored_check(ws: Workspace, repo_id: int, report: BisectReport) -> Verification | None:
+    """The culprit's newest stored check against the bad end, else against another bad end (a
+    scan checks a regression against the last bad commit before the next transition), as a
+    stored answer tells it: nothing measured now."""
+    assert report.culprit is not None
+    key = (repo_id, ws.target.name, report.probe, report.culprit.sha)
+    found = ws.store.verification(*key, report.bad) or ws.store.verification(*key)
     return replace(found, reused=True) if found is not None else None
 
 

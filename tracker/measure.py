@@ -162,13 +162,13 @@ class Prober:
         return Measurement(sha, tree_hash, verdict_of(c.outcome for c in cases), cases, True, attempt.number)
 
     def measure(self, sha: str, tree_hash: str, session_id: int | None = None, rerun: bool = False) -> Measurement:
-        """The latest complete stored attempt (unless ``rerun``), else run what is missing."""
+        """The latest complete stored attempt (unless ``rerun``, see ``_reruns``), else run what is missing."""
         return self.measure_many([Request(sha, tree_hash, rerun)], session_id)[0]
 
     def measure_many(self, requests: Sequence[Request], session_id: int | None = None) -> list[Measurement]:
         """Measure several revisions in one round: every missing case goes to the executor at once,
         so W workers measure W revisions side by side. A tree asked for twice is measured once."""
-        requests = [replace(r, rerun=True) if not self.stored_results_stand(r.tree_hash) else r for r in requests]
+        requests = [replace(r, rerun=self._reruns(r)) for r in requests]
         plans: dict[tuple[str, bool], Plan] = {}
         for request in requests:
             plans.setdefault((request.tree_hash, request.rerun), self._plan(request, session_id))
@@ -192,6 +192,14 @@ class Prober:
             else:
                 self.reused += 1
         return measured
+
+    def _reruns(self, request: Request) -> bool:
+        """Whether ``request`` gets a new attempt: where asked, unless the probe is deterministic,
+        whose one complete result per tree is final (a rerun could only repeat it); and always for
+        a tree that ``--fresh`` has not measured yet."""
+        if not self.stored_results_stand(request.tree_hash):
+            return True
+        return request.rerun and not self.probe.deterministic
 
     def _plan(self, request: Request, session_id: int | None) -> Plan:
         """Reuse the latest complete attempt; complete an interrupted one; or start a new one."""

@@ -14,7 +14,8 @@ from __future__ import annotations
 import shlex
 from collections.abc import Callable, Sequence
 
-from probes.sources import Source, adhoc_command_name
+from probes.api import Probe
+from probes.sources import Source, adhoc_command_name, spec_of
 from tracker.bisect_options import BisectReport
 from tracker.core.measurements import Measurement
 from tracker.core.records import CommitInfo, TransitionKind, TransitionRecord
@@ -26,6 +27,10 @@ from tracker.targets.revert import Conflict, RevertFailed, revert_on
 
 FIX_SEARCH = "skipped: a fix search; its answer is the first commit that passes, nothing to revert"
 NOT_ASKED = "skipped: --no-verify"
+NOT_CHECKED = (
+    "not checked: the answer comes from stored results and no check of {culprit} is stored; "
+    "`{command}` runs it (one execution)"
+)
 HIDDEN = "skipped: untestable or flaky commits hide the culprit among {count} candidates"
 
 Measuring = Callable[[str, str], None]
@@ -42,7 +47,8 @@ def check_culprit(report: BisectReport, prober: Prober, verify: bool, measuring:
     measuring(report.probe, report.bad)
     before = prober.executions
     report.verification = verify_culprit(prober, report.culprit, report.bad, report.good)
-    report.executions += prober.executions - before
+    report.check_executions = prober.executions - before
+    report.executions += report.check_executions
 
 
 def unchecked(report: BisectReport, culprit: CommitInfo, verify: bool) -> Verification | None:
@@ -50,6 +56,14 @@ def unchecked(report: BisectReport, culprit: CommitInfo, verify: bool) -> Verifi
     if report.find_fix:
         return skipped(report.probe, culprit.sha, report.bad, FIX_SEARCH)
     return None if verify else skipped(report.probe, culprit.sha, report.bad, NOT_ASKED)
+
+
+def not_checked(report: BisectReport, culprit: CommitInfo, probe: Probe) -> Verification:
+    """The culprit of an answer from stored results that no check is stored for: said, not run,
+    since an answer from the store runs nothing unless asked to; with the command that asks."""
+    command = f"regtrack bisect --good {report.good[:12]} --bad {report.bad[:12]} {probe_option(probe)} --verify"
+    said = NOT_CHECKED.format(culprit=culprit.sha[:12], command=command)
+    return skipped(report.probe, culprit.sha, report.bad, said)
 
 
 def check_regressions(report: ScanReport, probers: dict[str, Prober], measuring: Measuring) -> None:
@@ -144,7 +158,7 @@ def _culprit_itself(
         at_parent.reused and at_culprit.reused,
         undoes,
         conflicts,
-        (f"regtrack scan {c}..{bad[:12]} {probe_option(prober)}",),
+        (f"regtrack scan {c}..{bad[:12]} {probe_option(prober.probe)}",),
     )
 
 
@@ -166,7 +180,7 @@ def _undoing(culprit: CommitInfo, undoes: str | None, probe: str) -> str:
 
 def _next_steps(prober: Prober, culprit: CommitInfo, bad: str, good: str | None) -> tuple[str, ...]:
     """The commands whose runs tell a second breakage from a misled search."""
-    c, option = culprit.sha[:12], probe_option(prober)
+    c, option = culprit.sha[:12], probe_option(prober.probe)
     steps = [
         f"regtrack scan {c}..{bad[:12]} {option}",
         f"regtrack run {c}^ {c} {option} --fresh",
@@ -176,13 +190,13 @@ def _next_steps(prober: Prober, culprit: CommitInfo, bad: str, good: str | None)
     return tuple(steps)
 
 
-def probe_option(prober: Prober) -> str:
+def probe_option(probe: Probe) -> str:
     """The option that names the probe on a command line: ``--probe NAME``, or the ``--command``
     it was given as."""
-    spec = prober.source
+    spec = spec_of(probe)
     if spec.source is Source.COMMAND and spec.name == adhoc_command_name(list(spec.command)):
         return f"--command {shlex.quote(shlex.join(spec.command))}"
-    return f"--probe {prober.probe.name}"
+    return f"--probe {probe.name}"
 
 
 def verify_regression(prober: Prober, transition: TransitionRecord, culprit: CommitInfo, bad: str) -> Verification:

@@ -127,7 +127,13 @@ def run(
     "end is no obstacle.",
 )
 @click.option("--fresh", is_flag=True, help=FRESH_HELP)
-@click.option("--verify/--no-verify", default=True, show_default=True, help=VERIFY_HELP.format("the culprit"))
+@click.option(
+    "--verify/--no-verify",
+    default=None,
+    help=VERIFY_HELP.format("the culprit")
+    + " On unless --no-verify; an answer from stored results alone shows the stored check, "
+    "and runs one only with --verify.",
+)
 @target_options
 @execution_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
@@ -145,7 +151,7 @@ def bisect(
     max_runs: int | None,
     assume_ends: bool,
     fresh: bool,
-    verify: bool,
+    verify: bool | None,
     repo: Path | None,
     target: str | None,
     as_json: bool,

@@ -204,9 +204,10 @@ def bisect_summary(report: BisectReport) -> Group:
     session = (
         f"session {report.session_id}" if report.session_id is not None else "every one stored, no session recorded"
     )
+    checking = f" ({report.check_executions} checking the culprit)" if report.check_executions else ""
     lines.append(
         Text(
-            f"probe {report.probe} ({how}): {report.executions} executions in {report.rounds} rounds, "
+            f"probe {report.probe} ({how}): {report.executions} executions{checking} in {report.rounds} rounds, "
             f"{report.reused} results reused from the store ({session})"
         )
     )

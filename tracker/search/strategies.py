@@ -37,13 +37,20 @@ def make_strategy(
     max_runs: int | None = None,
     flake_rate_prior: float | None = None,
     prior_strength: float | None = None,
+    deterministic: bool = False,
 ) -> Strategy:
     """A strategy by its CLI name. ``workers`` is only checked here: the caller asks each round for
     ``next_indices(workers, in_flight)``. ``flake_rate_prior`` is the probe's observed flake rate
     in stored history (None: unknown; bayes then assumes 0.05) and ``prior_strength`` how many runs
-    it rests on, as pseudo-runs of the Bayesian prior (None: ``DEFAULT_PRIOR_STRENGTH``)."""
+    it rests on, as pseudo-runs of the Bayesian prior (None: ``DEFAULT_PRIOR_STRENGTH``).
+
+    With ``deterministic`` (the oracle repeats itself exactly) the flake-aware names ``auto`` and
+    ``bayes`` trust every verdict as ``binary`` does: one verdict per index is final, so no index
+    is asked for twice and no confirmation is sought."""
     if workers < 1:
         raise ValueError(f"workers must be at least 1, not {workers}")
+    if deterministic and name in ("auto", "bayes"):
+        return BinarySearch(size)
     strength = DEFAULT_PRIOR_STRENGTH if prior_strength is None else prior_strength
     if name == "binary":
         return BinarySearch(size)
