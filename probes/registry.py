@@ -57,8 +57,15 @@ def all_probes() -> list[Probe]:
 
 
 def known_names() -> list[str]:
-    """The names of the built-in, registered and entry-point probes, without importing any."""
-    return list(dict.fromkeys([*BUILTIN_NAMES, *_PROBES, *(point.name for point in probe_entry_points())]))
+    """The names of the built-in, registered and entry-point probes, importing no probe's check:
+    an entry point that names a probe gives its name; one that names a module is imported, since
+    its names are those it registers (such a module registers probes and imports no checks)."""
+    points = probe_entry_points()
+    for point in points:
+        if not point.attr:
+            _load_entry_point(point)
+    named = (point.name for point in points if point.attr)
+    return list(dict.fromkeys([*BUILTIN_NAMES, *_PROBES, *named]))
 
 
 def probe_entry_points() -> list[EntryPoint]:

@@ -10,7 +10,8 @@
 # 3. the CLI end to end on the demo history with --device cuda: run at HEAD and on the overwrite
 #    bug, a bf16 result not reused for float32, --device cuda:7 refused before anything runs, a
 #    bisect on cuda whose culprit is checked by reverting it, and the report of a line scanned on
-#    the cpu and on cuda (written to $OUT/demo-report.html and .json).
+#    the cpu and on cuda (written to $OUT/demo-report.html and .json);
+# 4. the FA3, Triton and FlashInfer consequence probes on the SGLang revisions of .device-bundle/sglang/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu-out}"
@@ -56,4 +57,33 @@ buggy="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["bugs"]
   echo "exit $?"
 } > "$OUT/cli-cuda.log" 2>&1
 cat "$OUT/cli-cuda.log" | grep -v '^\s' | tail -30
+
+# 4. the FA3, Triton and FlashInfer consequence probes on real SGLang revisions, each backend in a
+#    process of its own (a kernel that faults must not stop the others): every
+#    .device-bundle/sglang/<label>.tar.xz (`git archive REV python | xz`) is one revision; `main`
+#    (the tip) also feeds the probes' tests. Known bad: triton-eb5d4827e (ec075d8bc^, draft extend KV +T),
+#    fa3-e5f5d8478 (draft extend KV +T); target verify and decode have no bad revision on record,
+#    their tests plant KV lengths +N instead.
+snapshots="$REGTRACK_HOME/sglang"
+mkdir -p "$snapshots"
+for archive in .device-bundle/sglang/*.tar.xz; do
+  [ -f "$archive" ] || continue
+  label="$(basename "$archive" .tar.xz)"
+  mkdir -p "$snapshots/$label" && tar -C "$snapshots/$label" -xJf "$archive" || status=1
+done
+if [ -d "$snapshots/main/python/sglang" ]; then
+  REGTRACK_SGLANG_SNAPSHOT="$snapshots/main" python3 -m pytest -m gpu -q -p no:cacheprovider -s \
+    tests/test_sglang_gpu_backends.py > "$OUT/pytest-sglang-backends.log" 2>&1 || status=1
+  grep -E "rel_err|passed|failed|error" "$OUT/pytest-sglang-backends.log" | tail -12
+  for backend in fa3 triton flashinfer; do
+    roots=("$snapshots/main")
+    for bad in "$snapshots/$backend"-*; do [ -d "$bad" ] && roots+=("$bad"); done
+    python3 scripts/sglang_gpu_backends.py "${roots[@]}" --backend "$backend" --json "$OUT/sglang-$backend.json" \
+      > "$OUT/sglang-$backend.txt" 2> "$OUT/sglang-$backend.log" || status=1
+  done
+  echo "== SGLang backends: the kernel under a CUDA graph with each revision's replayed metadata"
+  cat "$OUT"/sglang-{fa3,triton,flashinfer}.txt 2>/dev/null
+else
+  echo "== SGLang backends: no .device-bundle/sglang/main.tar.xz, skipped"
+fi
 exit $status

@@ -4,7 +4,7 @@ the attention output, and the CPU metadata kernels against the revision's real o
     python scripts/sglang_gpu.py ROOT [ROOT ...] [--json FILE]
 
 Each ROOT is a checkout (or a ``git archive`` of ``python/sglang``) of one SGLang revision. For
-each it prints: the CPU metadata probe's verdict (``sglang_target_verify_metadata``); the GPU
+each it prints: the CPU metadata probe's verdict (``sglang_trtllm_mha_target_verify``); the GPU
 probe (``sglang_target_verify_attention``: FlashInfer XQA under a CUDA graph with the metadata the
 revision's backend produced after replay, against an fp32 reference), its error figures and the
 baked ``max_seq_len_q``; and, where the revision defines the known triton metadata kernels, how
@@ -25,11 +25,12 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from probes import ProbeContext, run_probe, summarize  # noqa: E402
-from probes.sglang import target_verify_attention, target_verify_metadata  # noqa: E402
+from probes import ProbeContext, get_probe, run_probe, summarize  # noqa: E402
+from probes.sglang import target_verify_attention  # noqa: E402
 from probes.sglang.kernel_check import check_kernels  # noqa: E402
 
 IMPORT_ROOTS = ("python",)
+METADATA_PROBE = "sglang_trtllm_mha_target_verify"
 
 
 @click.command()
@@ -53,7 +54,8 @@ def main(roots: tuple[Path, ...], json_path: Path | None) -> None:
 
 def _measure(root: Path) -> dict[str, Any]:
     row: dict[str, Any] = {"revision": root.name}
-    cpu = summarize(run_probe(target_verify_metadata.PROBE, ProbeContext(root=root, import_roots=IMPORT_ROOTS)))
+    metadata = get_probe(METADATA_PROBE)
+    cpu = summarize(run_probe(metadata, ProbeContext(root=root, import_roots=IMPORT_ROOTS)))
     row["metadata"] = cpu.outcome.value
     row["metadata_signature"] = cpu.signature
     started = time.perf_counter()

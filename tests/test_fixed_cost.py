@@ -28,6 +28,7 @@ from tracker.execution.executors import LocalExecutor
 from tracker.execution.protocol import Job
 from tracker.measure import Prober
 from tracker.stored_bisect import answer_from_store
+from tracker.targets.templates import SGLANG_PROBES
 from tracker.workspace import ExecutionOptions, Workspace
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -270,10 +271,12 @@ def test_a_query_of_a_repository_never_recorded_answers_nothing(repo: GitRepo, t
     assert (imported, json.loads(out)["runs"]) == ({"code": 0, **NOTHING_HEAVY}, [])
 
 
-BUILT_IN_PROBES = tuple(
-    f"{prefix}{name}"
-    for prefix in ("", "sglang_")
-    for name in ("target_verify_metadata", "target_verify_attention", "decode_graph_replay", "swa_page_table")
+BUILT_IN_PROBES = (
+    "target_verify_metadata",
+    "target_verify_attention",
+    "decode_graph_replay",
+    "swa_page_table",
+    *SGLANG_PROBES,
 )
 
 

@@ -10,13 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from probes import ProbeContext, all_probes, get_probe, run_probe, summarize
+from probes import ProbeContext, get_probe, run_probe, summarize
+from probes.demo_backend import NAMES as DEMO_PROBES
 from probes.loader import load_backend
 from tracker.core.verdicts import Outcome
 from tracker.demo.bugs import BROKEN_IMPORT, BUGS, DECODE_STALE_PAGE, Bug, Edit, apply_edits, read_tree, write_tree
+from tracker.targets.templates import SGLANG_PROBES
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-PROBE_NAMES = [p.name for p in all_probes()]
+PROBE_NAMES = list(DEMO_PROBES)
 DETERMINISTIC_BUGS = [b for b in BUGS if b is not DECODE_STALE_PAGE]
 
 
@@ -84,14 +86,15 @@ def test_cuda_cases_skip_on_a_cpu_context() -> None:
     assert skipped == {c.id for c in get_probe("target_verify_attention").cases if c.cuda_only}
 
 
-BUILT_IN = [*PROBE_NAMES, *(f"sglang_{name}" for name in PROBE_NAMES)]
+BUILT_IN = [*PROBE_NAMES, *SGLANG_PROBES]
 LOOK_UP = f"""
 import json, sys
 from probes.registry import get_probe
 probes = [get_probe(name) for name in {BUILT_IN!r}]
 hashes = [probe.code_hash for probe in probes]
 checks = [probe.check for probe in probes]
-loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "backend") or ".judges" in m)
+check_modules = {{check.partition(":")[0] for check in checks}}
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "backend") or m in check_modules)
 print(json.dumps({{"checks": checks, "requires": [list(p.requires) for p in probes], "loaded": loaded}}))
 """
 
@@ -107,8 +110,10 @@ def test_every_built_in_probe_names_its_check_which_looking_it_up_does_not_impor
     assert found["loaded"] == []
     assert found["requires"] == [["torch"]] * len(BUILT_IN)
     for name, check in zip(BUILT_IN, found["checks"]):
-        subject = "sglang" if name.startswith("sglang_") else "demo_backend"
-        assert check == f"probes.{subject}.judges.{name.removeprefix('sglang_')}:check"
+        if name in PROBE_NAMES:
+            assert check == f"probes.demo_backend.judges.{name}:check"
+        else:
+            assert check.startswith("probes.sglang.") and check.endswith(":check")
 
 
 def test_unknown_probe_and_case_are_named_with_the_known_ones() -> None:

@@ -21,7 +21,7 @@ from sglang_shaped import (
 
 from tracker.targets.templates import template
 
-PROBE = "sglang_target_verify_metadata"
+PROBE = "sglang_trtllm_mha_target_verify"
 VERDICT = {"good": "good", "bad": "bad", "unsupported": "skip", "untestable": "skip"}
 
 

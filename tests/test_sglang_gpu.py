@@ -93,7 +93,8 @@ def config_dir(story: ShapedManifest, tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.setenv("REGTRACK_PROBE_MODULES", ",".join(f"probes.sglang.{name}" for name in SGLANG_PROBE_MODULES))
     where = tmp_path / "config"
     where.mkdir()
-    (where / "regtrack.toml").write_text(template("sglang").replace('repo = "."', f"repo = {str(story.path)!r}"))
+    config = template("sglang", "cuda").replace('repo = "."', f"repo = {str(story.path)!r}")
+    (where / "regtrack.toml").write_text(config)
     return where
 
 

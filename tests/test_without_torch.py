@@ -90,7 +90,7 @@ def test_a_command_bisect_names_the_culprit_without_torch(
     assert json.loads(done.stdout)["culprit"] == shas[4]
 
 
-@pytest.mark.parametrize("probe", ["target_verify_attention", "sglang_target_verify_metadata"])
+@pytest.mark.parametrize("probe", ["target_verify_attention", "sglang_trtllm_mha_target_verify"])
 @pytest.mark.parametrize("command", ["run", "bisect"])
 def test_a_torch_probe_is_refused_on_one_line_saying_how_to_install_torch(
     without_torch: dict[str, str], repo: tuple[GitRepo, list[str]], probe: str, command: str

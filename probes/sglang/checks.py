@@ -1,11 +1,8 @@
 """The metadata contract of one attention call, as differences from its closed form.
 
-What the TRTLLM decode kernel reads for a batch (target verify: T query tokens per request):
-``q_len_per_req`` = T, ``seq_lens`` = ``cache_seqlens`` = each request's KV length, and
-``block_tables`` = the page table, of which only the pages a request's KV occupies are read.
-``cu_seqlens_k`` must be the running sum of the KV lengths, and ``max_seq_len_k``, where a
-revision keeps one, is an upper bound the copies are sized from. ``cu_seqlens_q`` is not read by
-this call and is not compared.
+Whatever the backend, a call reads for each live request a query length, a KV length and the KV
+slots of those tokens in order (``probes.sglang.backends.base.AttentionRead``); the closed form
+of a batch says what each must be. A padded graph batch has more rows: only the live ones count.
 """
 
 from __future__ import annotations
@@ -15,50 +12,66 @@ from dataclasses import dataclass
 import torch
 
 from probes.demo_backend.checks import field_difference, page_table_difference
-from probes.sglang.graph import MetadataView
+from probes.sglang.backends.base import AttentionRead
+from probes.sglang.fixture import Batch, Pool
 
 
 @dataclass(frozen=True)
 class Expected:
-    q_len: int
+    """The closed form of a batch, per live request."""
+
+    q_lens: list[int]
     kv_lens: list[int]
-    page_rows: list[torch.Tensor]
-    """The page ids of every page each request's KV occupies."""
+    kv_slots: list[torch.Tensor]
+    rows: list[torch.Tensor] | None = None
+    """Where a request's query rows read different KV (``Batch.row_positions``): the slots each
+    row reads, request-major; then the rows are what is compared."""
+    rows_in_place: list[torch.Tensor] | None = None
+    """``rows`` as they may equally be read (``Batch.row_positions_in_place``)."""
+
+    @classmethod
+    def of(cls, pool: Pool, batch: Batch) -> Expected:
+        table = pool.req_to_token[batch.req_pool_indices.long()]
+        slots = [row[:kv].long() for row, kv in zip(table, batch.kv_lens)]
+
+        def slots_of(positions: list[list[torch.Tensor]] | None) -> list[torch.Tensor] | None:
+            if positions is None:
+                return None
+            return [table[b, p].long() for b, request in enumerate(positions) for p in request]
+
+        rows, in_place = slots_of(batch.row_positions), slots_of(batch.row_positions_in_place)
+        return cls([batch.tokens_per_req] * batch.size, list(batch.kv_lens), slots, rows, in_place)
 
 
-def differences(label: str, got: MetadataView, want: Expected) -> list[str]:
-    """``"<label> <field> ..."`` for every field of ``got`` that breaks the contract; only the live
-    rows (a padded graph batch has more) and the used page-table columns count."""
+def differences(label: str, got: AttentionRead, want: Expected) -> list[str]:
+    """``"<label> <what> ..."`` for every way ``got`` breaks the closed form ``want``."""
+    if want.rows is not None:
+        found = _row_difference(got.rows, want.rows, want.rows_in_place or want.rows)
+        return [f"{label} {d}" for d in [*got.problems, found] if d]
     rows = len(want.kv_lens)
-    kv = torch.tensor(want.kv_lens, dtype=torch.long)
-    found = [field_difference("max_seq_len_q", -1 if got.q_len is None else got.q_len, want.q_len)]
-    found.append(_rows("cache_seqlens", got.cache_seqlens, kv, rows))
-    if got.cu_seqlens_k is not None:
-        expected_cu = torch.nn.functional.pad(torch.cumsum(kv, 0), (1, 0))
-        found.append(_rows("cu_seqlens_k", got.cu_seqlens_k, expected_cu, rows + 1))
-    if got.max_seq_len_k and got.max_seq_len_k < int(kv.max()):
-        found.append(f"max_seq_len_k below the longest KV (by {int(kv.max()) - got.max_seq_len_k})")
-    if got.page_table is None:
-        found.append("page_table missing")
-    else:
-        found.append(page_table_difference("page_table", got.page_table[:rows], want.page_rows))
-    return [f"{label} {d}" for d in found if d is not None]
+    found: list[str | None] = list(got.problems)
+    if len(got.q_lens) < rows or len(got.kv_lens) < rows or len(got.kv_slots) < rows:
+        return [f"{label} {p}" for p in [*got.problems, f"reads {len(got.kv_lens)} requests for {rows}"]]
+    found.append(field_difference("q_len", torch.tensor(got.q_lens[:rows]), torch.tensor(want.q_lens)))
+    found.append(field_difference("kv_len", torch.tensor(got.kv_lens[:rows]), torch.tensor(want.kv_lens)))
+    wrong = sum(not torch.equal(g.long(), w) for g, w in zip(got.kv_slots[:rows], want.kv_slots))
+    if wrong and not found[-1]:
+        found.append("kv_slots wrong")
+    return [f"{label} {d}" for d in found if d]
 
 
-def _rows(name: str, got: torch.Tensor | None, want: torch.Tensor, rows: int) -> str | None:
+def _row_difference(got: list[torch.Tensor] | None, want: list[torch.Tensor], alike: list[torch.Tensor]) -> str | None:
+    """How the rows read differ from ``want`` (each row may equally read as ``alike``'s)."""
     if got is None:
-        return f"{name} missing"
-    if got.numel() < rows:
-        return f"{name} has {got.numel()} entries for {rows}"
-    return field_difference(name, got[:rows], want)
-
-
-def kv_offset(got: MetadataView, seq_lens: list[int]) -> int | None:
-    """The k with ``cache_seqlens == seq_lens + k`` for every live request, or None."""
-    if got.cache_seqlens is None or got.cache_seqlens.numel() < len(seq_lens):
-        return None
-    delta = got.cache_seqlens[: len(seq_lens)].long() - torch.tensor(seq_lens, dtype=torch.long)
-    return int(delta[0]) if bool((delta == delta[0]).all()) else None
+        return "query rows unread"
+    if len(got) < len(want):
+        return f"reads {len(got)} query rows for {len(want)}"
+    lengths = [g.numel() for g in got[: len(want)]]
+    wrong_length = field_difference("row kv_len", torch.tensor(lengths), torch.tensor([w.numel() for w in want]))
+    if wrong_length:
+        return wrong_length
+    same = [torch.equal(g.long(), w) or torch.equal(g.long(), a) for g, w, a in zip(got, want, alike)]
+    return None if all(same) else "kv_slots wrong in query rows"
 
 
 def window_differences(

@@ -16,31 +16,20 @@ module calls, and what its metadata record holds.
 
 Era A splits further by behaviour, not by feature: A1 revisions take N (the configured draft
 length) as every request's query length even on the eager path, so they cannot serve T != N at
-all; :func:`supports_decoupled_q_len` decides it from the eager metadata.
+all; ``probes.sglang.invariants`` tells it from the eager metadata.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from types import ModuleType
 
+from probes.sglang.backends.base import Era
 from probes.sglang.graph import CAPTURE_REPLAY, IN_GRAPH, OUT_OF_GRAPH
 from probes.sglang.kernels import KNOWN_KERNELS
 
 BACKEND_CLASS = "TRTLLMHAAttnBackend"
 METADATA_CLASS = "TRTLLMMHAMetadata"
-
-
-@dataclass(frozen=True)
-class Era:
-    label: str
-    api: str | None
-    """How the graph runner drives it (``probes.sglang.graph``); None: no known graph API."""
-    findings: tuple[str, ...]
-
-    def describe(self) -> str:
-        return f"era {self.label}: " + "; ".join(self.findings)
 
 
 def detect_era(module: ModuleType) -> Era:
@@ -108,13 +97,3 @@ def _metadata_fields(module: ModuleType) -> set[str]:
 
 def has_sliding_window_page_table(module: ModuleType) -> bool:
     return "swa_page_table" in _metadata_fields(module)
-
-
-def supports_decoupled_q_len(
-    eager_q_len: int | None, eager_kv_offset: int | None, tokens_per_req: int, draft_tokens: int
-) -> bool:
-    """False where the eager path itself gives every request N query tokens (and KV ``seq + N``)
-    for a batch of T != N tokens per request: the revision predates T != N (era A1)."""
-    if tokens_per_req == draft_tokens:
-        return True
-    return not (eager_q_len == draft_tokens or eager_kv_offset == draft_tokens)

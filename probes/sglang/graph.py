@@ -160,6 +160,8 @@ class StaticBatch:
     fill_value: int
     forward_mode: Any
     spec_info: Any
+    host_copy: bool = True
+    """Whether the backend is handed a host copy of ``seq_lens`` (``probes.sglang.fixture.Batch``)."""
     buffers: dict[str, torch.Tensor] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -171,6 +173,7 @@ class StaticBatch:
             "input_ids": torch.zeros(tokens, dtype=torch.int64),
             "positions": torch.zeros(tokens, dtype=torch.int64),
             "out_cache_loc": torch.zeros(tokens, dtype=torch.int64),
+            "extend_seq_lens": torch.full((self.bs,), self.tokens_per_req, dtype=torch.int32),
         }
 
     def fill(self, batch: Batch) -> None:
@@ -183,7 +186,7 @@ class StaticBatch:
         b["out_cache_loc"][tokens:].zero_()
         b["req_pool_indices"][:raw].copy_(batch.req_pool_indices)
         b["seq_lens"][:raw].copy_(batch.device_seq_lens())
-        b["seq_lens_cpu"][:raw].copy_(batch.host_seq_lens())
+        b["seq_lens_cpu"][:raw].copy_(batch.device_seq_lens())
         b["out_cache_loc"][:tokens].copy_(batch.out_cache_loc)
 
     def view(self, out_cache_loc: torch.Tensor | None = None) -> SimpleNamespace:
@@ -196,9 +199,10 @@ class StaticBatch:
             positions=b["positions"],
             req_pool_indices=b["req_pool_indices"],
             seq_lens=b["seq_lens"],
-            seq_lens_cpu=b["seq_lens_cpu"],
-            seq_lens_sum=int(b["seq_lens_cpu"].sum()),
+            seq_lens_cpu=b["seq_lens_cpu"] if self.host_copy else None,
+            seq_lens_sum=int(b["seq_lens_cpu"].sum()) if self.host_copy else None,
             out_cache_loc=b["out_cache_loc"] if out_cache_loc is None else out_cache_loc,
+            extend_seq_lens=b["extend_seq_lens"],
             encoder_lens=None,
             spec_info=self.spec_info,
         )
@@ -268,6 +272,7 @@ class CapturedGraph:
                 forward_mode=view.forward_mode,
                 spec_info=view.spec_info,
                 seq_lens_cpu=view.seq_lens_cpu,
+                out_cache_loc=view.out_cache_loc,
             )
         else:
             b.init_forward_metadata_out_graph(view)

@@ -17,6 +17,8 @@ from typing import Any
 
 import torch
 
+from probes.sglang.kernels_fa3 import KERNELS as FA3_KERNELS
+from probes.sglang.kernels_triton import KERNELS as TRITON_KERNELS
 from probes.sglang.stubs import StubLedger
 
 Q_MODE_NONE, Q_MODE_CUMSUM, Q_MODE_STRIDED = 0, 1, 2
@@ -171,6 +173,8 @@ def _bind_page_table(module: ModuleType) -> Callable[..., None]:
 KNOWN_KERNELS: dict[str, Callable[[ModuleType], Callable[..., None]]] = {
     "build_trtllm_mha_page_table": _bind_page_table,
     "update_trtllm_mha_graph_metadata": _bind_update,
+    **FA3_KERNELS,
+    **TRITON_KERNELS,
 }
 """Launcher name -> how to make its CPU version for the module that defines it."""
 
@@ -187,6 +191,10 @@ def substitute(module: ModuleType, ledger: StubLedger) -> None:
 
 
 def _named(function: Callable[..., None], name: str, original: Any) -> Callable[..., None]:
+    wrapping = getattr(function, "wrapping", None)
+    if wrapping is not None:
+        return wrapping(original)  # a grid-launched kernel (``kernel[grid](...)``) stands in as itself
+
     @functools.wraps(original)
     def cpu_kernel(*args: Any, **kwargs: Any) -> None:
         function(*args, **kwargs)

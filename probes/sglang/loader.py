@@ -248,6 +248,11 @@ class LoadedRevision:
         modules go when ``probes.loader`` purges the revision)."""
         self.shield.step_aside()
 
+    def has_source(self, name: str) -> bool:
+        """Whether the revision holds module ``name`` at all (a file or a package)."""
+        relative = Path(*name.split("."))
+        return any((root / relative).with_suffix(".py").is_file() or (root / relative).is_dir() for root in self.roots)
+
     def module(self, name: str) -> ModuleType:
         """The revision's module ``name``; raises RevisionImportError if it does not import, or
         imports only degraded (it is what the probe judges)."""

@@ -12,15 +12,11 @@ import torch
 
 from probes.api import ProbeContext, ProbeResult
 from probes.sglang import fixture
-from probes.sglang.eras import Era, detect_era
+from probes.sglang.backends.base import Adapter, Era
+from probes.sglang.backends.trtllm_mha import ADAPTER as TRTLLM_MHA
 from probes.sglang.fixture import Batch, Pool, VerifyInput
 from probes.sglang.graph import CapturedGraph, MetadataView, StaticBatch, read_metadata
-from probes.sglang.loader import (
-    BACKEND_MODULE,
-    FORWARD_BATCH_MODULE,
-    LoadedRevision,
-    load_sglang,
-)
+from probes.sglang.loader import FORWARD_BATCH_MODULE, LoadedRevision, load_sglang
 from probes.sglang.stubs import StubReached
 from tracker.core.verdicts import Outcome
 
@@ -37,24 +33,25 @@ class Subject:
     forward_mode: Any
     era: Era
     seed: int
+    adapter: Adapter = TRTLLM_MHA
 
     def swa_module(self) -> ModuleType:
         return self.revision.module(SWA_MODULE)
 
 
-def open_subject(ctx: ProbeContext) -> Subject:
+def open_subject(ctx: ProbeContext, adapter: Adapter = TRTLLM_MHA) -> Subject:
     revision = load_sglang(ctx)
-    backend_module = revision.module(BACKEND_MODULE)
+    backend_module = revision.module(adapter.module)
     forward_mode = revision.module(FORWARD_BATCH_MODULE).ForwardMode
-    return Subject(revision, backend_module, forward_mode, detect_era(backend_module), ctx.seed)
+    return Subject(revision, backend_module, forward_mode, adapter.era(backend_module), ctx.seed, adapter)
 
 
-def guarded(ctx: ProbeContext, judge: Callable[[Subject], ProbeResult]) -> ProbeResult:
+def guarded(ctx: ProbeContext, judge: Callable[[Subject], ProbeResult], adapter: Adapter = TRTLLM_MHA) -> ProbeResult:
     """``judge`` the revision; a stub it reaches makes the case untestable (ERROR), whatever the
     revision's code did with the exception. The ledger goes into the result either way."""
     revision = load_sglang(ctx)
     try:
-        result = _judged(ctx, revision, judge)
+        result = _judged(ctx, revision, judge, adapter)
     finally:
         revision.close()
     result.metrics.update(revision.ledger.metrics())
@@ -62,9 +59,13 @@ def guarded(ctx: ProbeContext, judge: Callable[[Subject], ProbeResult]) -> Probe
     return result
 
 
-def _judged(ctx: ProbeContext, revision: LoadedRevision, judge: Callable[[Subject], ProbeResult]) -> ProbeResult:
+def _judged(
+    ctx: ProbeContext, revision: LoadedRevision, judge: Callable[[Subject], ProbeResult], adapter: Adapter
+) -> ProbeResult:
+    if not revision.has_source(adapter.module):
+        return ProbeResult(Outcome.SKIP, signature=f"{UNSUPPORTED}: the revision has no {adapter.module}")
     try:
-        subject = open_subject(ctx)
+        subject = open_subject(ctx, adapter)
         if subject.era.api is None:
             result = ProbeResult(Outcome.SKIP, signature=f"{UNSUPPORTED}: {subject.era.describe()}")
         else:
@@ -110,10 +111,10 @@ class Serving:
         self.backend.init_forward_metadata(fixture.eager_batch(batch, self.forward_mode, self.spec_info, self.backend))
         return read_metadata(self.backend.forward_metadata)
 
-    def admit(self, seq_lens: list[int], host_lag: int = 0) -> Batch:
+    def admit(self, seq_lens: list[int]) -> Batch:
         if self.tokens_per_req > 1:
             return fixture.admit_verify(self.pool, seq_lens, self.tokens_per_req)
-        return fixture.admit_decode(self.pool, seq_lens, host_lag)
+        return fixture.admit_decode(self.pool, seq_lens)
 
 
 def serve(

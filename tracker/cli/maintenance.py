@@ -20,7 +20,7 @@ from tracker.cli.app import (
 )
 from tracker.core.errors import UsageError
 from tracker.targets.snapshots import SnapshotCache
-from tracker.targets.templates import TEMPLATES, config_text, write_init
+from tracker.targets.templates import DEVICES, TEMPLATES, config_text, write_init
 
 SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -77,7 +77,12 @@ def gc(max_size: float, max_age: float, as_json: bool) -> None:
 @click.command()
 @click.argument("words", metavar="[NAME] [PATH]", nargs=-1)
 @click.option("--print", "to_stdout", is_flag=True, help="Print the configuration instead of writing it.")
-def init(words: tuple[str, ...], to_stdout: bool) -> None:
+@click.option(
+    "--device",
+    type=click.Choice(DEVICES),
+    help="Where the template's probes will run: cuda lists the GPU-only probes too (default: cpu).",
+)
+def init(words: tuple[str, ...], to_stdout: bool, device: str | None) -> None:
     """Write a regtrack.toml into PATH (default: here): for a known repository NAME
     (sglang), or a commented starter for any repository."""
     name = words[0] if words and words[0] in TEMPLATES else None
@@ -89,9 +94,9 @@ def init(words: tuple[str, ...], to_stdout: bool) -> None:
         )
     path = Path(rest[0]) if rest else Path(".")
     if to_stdout:
-        click.echo(config_text(name, path), nl=False)
+        click.echo(config_text(name, path, device), nl=False)
         return
-    out.print(f"wrote {write_init(name, path)}")
+    out.print(f"wrote {write_init(name, path, device)}")
 
 
 @click.group()

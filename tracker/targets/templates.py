@@ -4,34 +4,61 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
+from probes.sglang import family
+from probes.sglang.gpu import probes as gpu_probes
 from tracker.core.errors import UsageError
 from tracker.targets.revisions import Repo
 
 CONFIG_NAME = "regtrack.toml"
 
 SGLANG_PROBES = (
-    "sglang_target_verify_metadata",
-    "sglang_decode_graph_replay",
+    *(probe.name for probe in family.PROBES),
     "sglang_swa_page_table",
     "sglang_target_verify_attention",
+    *(probe.name for probe in gpu_probes.PROBES),
 )
+"""Every probe of SGLang's target, in the order the template lists them."""
 
-_SGLANG = f"""\
-# regtrack's SGLang target: the TRTLLM MHA attention backend's CUDA-graph metadata, probed by
-# running each revision's own python/sglang (GPU libraries stubbed on a CPU machine; a stub
-# reached while a probe runs makes the revision untestable, never good or bad).
-[targets.sglang]
+SGLANG_GPU_PROBES = ("sglang_target_verify_attention", *(probe.name for probe in gpu_probes.PROBES))
+"""Of ``SGLANG_PROBES``, those whose every case needs CUDA: on a CPU they could only say
+"untestable" at every commit, so the template lists them only for ``--device cuda``."""
+
+DEVICES = ("cpu", "cuda")
+
+
+def sglang_probes(device: str = "cpu") -> tuple[str, ...]:
+    """The SGLang probes that can judge a revision on ``device``."""
+    on_gpu = device.startswith("cuda")
+    return tuple(name for name in SGLANG_PROBES if on_gpu or name not in SGLANG_GPU_PROBES)
+
+
+def _sglang(device: str) -> str:
+    probes = sglang_probes(device)
+    left_out = [name for name in SGLANG_PROBES if name not in probes]
+    gpu_note = (
+        f"# GPU-only probes ({', '.join(left_out)}) are listed by `regtrack init sglang --device cuda`.\n"
+        if left_out
+        else ""
+    )
+    return f"""\
+# regtrack's SGLang target: every attention backend's CUDA-graph metadata in every forward mode,
+# probed by running each revision's own python/sglang (GPU libraries stubbed on a CPU machine; a
+# stub reached while a probe runs makes the revision untestable, never good or bad).
+{gpu_note}[targets.sglang]
 repo = "."
 paths = ["python/sglang"]
 branch = "main"
 import_roots = ["python"]
 timeout = 600
-probes = {list(SGLANG_PROBES)!r}
+probes = {list(probes)!r}
 """
 
-TEMPLATES = {"sglang": _SGLANG}
+
+TEMPLATES: dict[str, Callable[[str], str]] = {"sglang": _sglang}
+"""Each template by name, written for a device: ``cpu`` or ``cuda``."""
 
 NOT_CODE = re.compile(
     r"(?i)(docs?|\.github|\.gitignore|\.gitattributes|\.mailmap|.*\.(md|rst)|licen[cs]e.*|authors.*|changelog.*|notice.*)"
@@ -65,11 +92,13 @@ branch = {json.dumps(repo.current_branch() or "main")}
 """
 
 
-def template(name: str) -> str:
+def template(name: str, device: str = "cpu") -> str:
+    """The template ``name`` with the probes that can judge a revision on ``device``."""
     try:
-        return TEMPLATES[name]
+        written = TEMPLATES[name]
     except KeyError:
         raise UsageError(f"no template called {name!r}; known templates: {', '.join(TEMPLATES)}") from None
+    return written(device)
 
 
 def write_config(text: str, directory: Path, merge_hint: str) -> Path:
@@ -83,21 +112,24 @@ def write_config(text: str, directory: Path, merge_hint: str) -> Path:
     return config
 
 
-def write_template(name: str, directory: Path) -> Path:
+def write_template(name: str, directory: Path, device: str = "cpu") -> Path:
     """Write the template ``name`` as ``regtrack.toml`` in ``directory``, never over an existing one."""
-    return write_config(template(name), directory, f"[targets.{name}] from `regtrack init {name} --print`")
+    hint = f"[targets.{name}] from `regtrack init {name} --print`"
+    return write_config(template(name, device), directory, hint)
 
 
-def config_text(name: str | None, directory: Path) -> str:
-    """The template ``name``, or without one a starter for the repository at ``directory``."""
-    return template(name) if name is not None else starter(_repository_at(directory))
+def config_text(name: str | None, directory: Path, device: str | None = None) -> str:
+    """The template ``name`` for ``device``, or without one a starter for the repository at ``directory``."""
+    _check_device_of(name, device)
+    return template(name, device or "cpu") if name is not None else starter(_repository_at(directory))
 
 
-def write_init(name: str | None, directory: Path) -> Path:
-    """``regtrack init``: the template ``name`` into ``directory``, or a starter into the root of
-    the repository at ``directory``; never over an existing config."""
+def write_init(name: str | None, directory: Path, device: str | None = None) -> Path:
+    """``regtrack init``: the template ``name`` for ``device`` into ``directory``, or a starter
+    into the root of the repository at ``directory``; never over an existing config."""
+    _check_device_of(name, device)
     if name is not None:
-        return write_template(name, directory)
+        return write_template(name, directory, device or "cpu")
     repo = _repository_at(directory)
     return write_config(starter(repo), repo.path, "the starter from `regtrack init --print`")
 
@@ -108,3 +140,12 @@ def _repository_at(directory: Path) -> Repo:
             f"{directory} is neither a template ({', '.join(TEMPLATES)}) nor a directory; give a repository's root"
         )
     return Repo(directory)
+
+
+def _check_device_of(name: str | None, device: str | None) -> None:
+    """``--device`` picks a template's probes; a starter lists none to pick from."""
+    if device is not None and name is None:
+        raise UsageError(
+            f"--device {device} picks the probes of a template ({', '.join(TEMPLATES)}); "
+            "name one, or drop --device for a starter"
+        )
