@@ -11,6 +11,7 @@ sub-backends), topk 1 only.
 from __future__ import annotations
 
 import inspect
+import re
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -47,8 +48,8 @@ class TrtllmMha(Adapter):
             return Support.no("topk > 1: the backend serves speculative decoding with topk 1 only")
         if shape.mode is Mode.DRAFT_DECODE and not isinstance(getattr(module, MULTI_STEP_CLASS, None), type):
             return Support.no(f"no draft decode: the module has no {MULTI_STEP_CLASS}")
-        if shape.mode is Mode.DRAFT_EXTEND and "draft_extend" not in _graph_source(module):
-            return Support.no("no draft-extend CUDA graph: the graph metadata paths never mention draft extend")
+        if shape.mode is Mode.DRAFT_EXTEND and not V2_DRAFT_EXTEND.search(_graph_source(module)):
+            return Support.no("no draft-extend v2 CUDA graph: the graph metadata paths serve draft extend v1 at most")
         return YES
 
     def make(self, module: ModuleType, pool: Pool, shape: Shape, swa: Any = None) -> Any:
@@ -101,10 +102,24 @@ def pages_to_slots(row: torch.Tensor, kv_len: int, page_size: int, limit: int) -
     return row.long()[positions // page_size] * page_size + positions % page_size
 
 
+GRAPH_METHODS = (
+    "init_forward_metadata_capture_cuda_graph",
+    "init_forward_metadata_replay_cuda_graph",
+    "_build_cuda_graph_metadata",
+    "_apply_cuda_graph_metadata",
+    "init_forward_metadata_out_graph",
+    "init_forward_metadata_in_graph",
+)
+V2_DRAFT_EXTEND = re.compile(r"is_draft_extend_v2\(\)|is_draft_extend\(include_v2=True\)")
+"""How a graph path asks for a draft-extend v2 batch (the mode the probes judge)."""
+
+
 def _graph_source(module: ModuleType) -> str:
+    """The source of the backend class's own CUDA-graph metadata methods."""
     backend = getattr(module, BACKEND_CLASS, None)
+    methods = [vars(backend).get(name) for name in GRAPH_METHODS] if isinstance(backend, type) else []
     try:
-        return inspect.getsource(backend) if isinstance(backend, type) else ""
+        return "".join(inspect.getsource(method) for method in methods if method is not None)
     except (OSError, TypeError):
         return ""
 
