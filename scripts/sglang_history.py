@@ -1,7 +1,7 @@
 """Scan a range of a real SGLang clone with regtrack's SGLang probes and print what it found.
 
     python scripts/sglang_history.py --repo PATH RANGE [--probe P ...] [--home DIR] [--max-samples N]
-                                     [--baseline] [--git-bisect GOOD BAD]
+                                     [--workers K] [--baseline] [--git-bisect GOOD BAD]
 
 Runs ``regtrack scan RANGE --max-samples <commits>`` (every distinct target tree of the range is
 measured or reused; ``--max-samples N`` samples N trees and bisects between disagreeing ones
@@ -81,8 +81,10 @@ def dated_range(repo: Path, spec: str) -> str:
     return f"{since.split()[0]}^..{last}"
 
 
-def scan(spec: str, probes: list[str], home: Path, config: Path, samples: int) -> tuple[dict[str, Any], float]:
-    options = [option for probe in probes for option in ("--probe", probe)]
+def scan(
+    spec: str, probes: list[str], home: Path, config: Path, samples: int, workers: int
+) -> tuple[dict[str, Any], float]:
+    options = [option for probe in probes for option in ("--probe", probe)] + ["--workers", str(workers)]
     started = time.perf_counter()
     result = regtrack(home, config, "scan", spec, *options, "--max-samples", str(max(samples, 2)), "--json")
     wall = time.perf_counter() - started
@@ -249,6 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--max-samples", type=int, help="trees to sample before bisecting (default: every tree of the range)"
     )
+    parser.add_argument("--workers", type=int, default=1, help="probe worker processes (default: 1)")
     parser.add_argument(
         "--baseline", action="store_true", help="also run every commit in a plain loop and print the wall ratio"
     )
@@ -262,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         home = args.home.resolve() if args.home else work / "home"
         config = config_dir(repo, work / "config")
         line = line_of(repo, args.range)
-        data, wall = scan(args.range, probes, home, config, args.max_samples or len(line))
+        data, wall = scan(args.range, probes, home, config, args.max_samples or len(line), args.workers)
         report(data, line, wall, home, repo)
         if args.baseline:
             loop = baseline(repo, line, probes, config, work)
