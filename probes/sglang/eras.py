@@ -40,7 +40,7 @@ def detect_era(module: ModuleType) -> Era:
     own = set(vars(backend))
     kernels = _kernels_called(module)
     fields = _metadata_fields(module)
-    findings = [f"defines {name}" for name in sorted(own & _API_METHODS)]
+    findings = [f"defines {name}" for name in sorted(own.intersection(GRAPH_METHODS))]
     findings += [f"calls {name} from {origin}" for name, origin in sorted(kernels.items())]
     if "init_forward_metadata_in_graph" in own:
         label = _d_era(module, backend, kernels)
@@ -58,14 +58,15 @@ def detect_era(module: ModuleType) -> Era:
     return Era("?", None, tuple(findings) or ("no CUDA-graph metadata entry point",))
 
 
-_API_METHODS = {
+GRAPH_METHODS = (
     "init_forward_metadata_capture_cuda_graph",
     "init_forward_metadata_replay_cuda_graph",
     "_build_cuda_graph_metadata",
     "_apply_cuda_graph_metadata",
     "init_forward_metadata_out_graph",
     "init_forward_metadata_in_graph",
-}
+)
+"""The methods through which the graph runner reaches a backend's CUDA-graph metadata, over the eras."""
 
 
 def _d_era(module: ModuleType, backend: type, kernels: dict[str, str]) -> str:

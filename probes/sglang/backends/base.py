@@ -100,6 +100,29 @@ class AttentionRead:
     a missing buffer): each a short stable phrase."""
 
 
+class Stand:
+    """What an adapter hands the graph runner where it must do part of the runner's work (drive a
+    multi-step draft backend, lay out a mask per batch): the attributes the judge reads of a
+    backend are ``backend``'s."""
+
+    backend: Any
+
+    @property
+    def forward_metadata(self) -> Any:
+        return self.backend.forward_metadata
+
+    @property
+    def req_to_token_pool(self) -> Any:
+        return self.backend.req_to_token_pool
+
+    @property
+    def token_to_kv_pool(self) -> Any:
+        return self.backend.token_to_kv_pool
+
+    def get_cuda_graph_seq_len_fill_value(self) -> int:
+        return int(self.backend.get_cuda_graph_seq_len_fill_value())
+
+
 class Adapter(ABC):
     """One backend's class and module, its eras, how it is made on the CPU and how it is read."""
 

@@ -34,7 +34,7 @@ import torch
 from probes.sglang import fixture, kernels_flashinfer
 from probes.sglang.backends import flashinfer_read as read_buffers
 from probes.sglang.backends import flashinfer_setup as setup
-from probes.sglang.backends.base import YES, Adapter, AttentionRead, Era, Mode, Shape, Support
+from probes.sglang.backends.base import YES, Adapter, AttentionRead, Era, Mode, Shape, Stand, Support
 from probes.sglang.fixture import MAX_CONTEXT_LEN, Pool, verify_mask
 from probes.sglang.graph import CAPTURE_REPLAY, OUT_OF_GRAPH, call_with
 from probes.sglang.kernels_flashinfer import PlanRejected
@@ -51,7 +51,7 @@ BUFFERS = {
 """AttentionRead inputs -> the wrapper attribute holding them."""
 
 
-class Served:
+class Served(Stand):
     """What the graph runner and the eager path drive for one mode: the revision's backend, or for
     draft decode its multi-step draft backend (read at ``shape.step``), behind the entry points
     of the era, with the batch fields SGLang's runner adds for the mode."""
@@ -73,21 +73,6 @@ class Served:
         except PlanRejected as refusal:
             self.rejected = refusal.phrase
             self.uncaptured = f"{refusal.phrase} (at capture)" if capture else self.uncaptured
-
-    @property
-    def forward_metadata(self) -> Any:
-        return self.backend.forward_metadata
-
-    @property
-    def req_to_token_pool(self) -> Any:
-        return self.backend.req_to_token_pool
-
-    @property
-    def token_to_kv_pool(self) -> Any:
-        return self.backend.token_to_kv_pool
-
-    def get_cuda_graph_seq_len_fill_value(self) -> int:
-        return int(self.backend.get_cuda_graph_seq_len_fill_value())
 
     def _batch(self, forward_batch: Any) -> SimpleNamespace:
         """The batch as SGLang's runner hands it over: with the fields the mode adds, and for

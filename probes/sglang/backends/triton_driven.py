@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from probes.sglang.backends.base import Mode, Shape
+from probes.sglang.backends.base import Mode, Shape, Stand
 from probes.sglang.fixture import verify_mask
 from probes.sglang.graph import call_with
 
@@ -83,7 +83,7 @@ class Seen:
 
 
 @dataclass
-class Driven:
+class Driven(Stand):
     """The revision's backend (or, for draft decode, its multi-step draft backend and the
     sub-backend of ``shape.step``) behind the entry points the graph emulation calls."""
 
@@ -93,21 +93,6 @@ class Driven:
     draft: Any = None
     """The multi-step draft backend, for draft decode."""
     seen: Seen = field(default_factory=Seen)
-
-    @property
-    def forward_metadata(self) -> Any:
-        return self.backend.forward_metadata
-
-    @property
-    def req_to_token_pool(self) -> Any:
-        return self.backend.req_to_token_pool
-
-    @property
-    def token_to_kv_pool(self) -> Any:
-        return self.backend.token_to_kv_pool
-
-    def get_cuda_graph_seq_len_fill_value(self) -> int:
-        return int(self.backend.get_cuda_graph_seq_len_fill_value())
 
     def init_forward_metadata(self, forward_batch: Any) -> None:
         batch = self._prepared(forward_batch)

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from probes.sglang.backends.base import YES, Adapter, AttentionRead, Era, Mode, Shape, Support
-from probes.sglang.eras import BACKEND_CLASS, detect_era
+from probes.sglang.eras import BACKEND_CLASS, GRAPH_METHODS, detect_era
 from probes.sglang.fixture import DraftInput, Pool, VerifyInput, make_backend
 from probes.sglang.graph import Baked
 
@@ -102,14 +102,6 @@ def pages_to_slots(row: torch.Tensor, kv_len: int, page_size: int, limit: int) -
     return row.long()[positions // page_size] * page_size + positions % page_size
 
 
-GRAPH_METHODS = (
-    "init_forward_metadata_capture_cuda_graph",
-    "init_forward_metadata_replay_cuda_graph",
-    "_build_cuda_graph_metadata",
-    "_apply_cuda_graph_metadata",
-    "init_forward_metadata_out_graph",
-    "init_forward_metadata_in_graph",
-)
 V2_DRAFT_EXTEND = re.compile(r"is_draft_extend_v2\(\)|is_draft_extend\(include_v2=True\)")
 """How a graph path asks for a draft-extend v2 batch (the mode the probes judge)."""
 

@@ -5,8 +5,8 @@ base backend, a ``sglang/__init__.py`` that fails when run) and this package's F
 era, with planted bugs switched on or off (``variant``).
 """
 
-from .history import Fa3Manifest, build_fa3_history, fa3_tree
+from .history import build_fa3_history, fa3_tree
 from .source import backend_text
 from .variant import BACKEND_PATH, ERAS, Bug, Variant
 
-__all__ = ["BACKEND_PATH", "ERAS", "Bug", "Fa3Manifest", "Variant", "backend_text", "build_fa3_history", "fa3_tree"]
+__all__ = ["BACKEND_PATH", "ERAS", "Bug", "Variant", "backend_text", "build_fa3_history", "fa3_tree"]

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-from gitrepo import GitRepo
-
+from ..steps import StepsManifest, build_steps_history, write_files
 from ..tree import sglang_tree
 from ..variant import Variant as SupportVariant
 from .source import backend_text
@@ -26,32 +24,9 @@ def fa3_tree(v: Variant) -> dict[str, str]:
 
 def write_tree(v: Variant, root: Path) -> Path:
     """The revision's files under ``root`` (its import root is ``root / "python"``)."""
-    for path, text in fa3_tree(v).items():
-        file = root / path
-        file.parent.mkdir(parents=True, exist_ok=True)
-        file.write_text(text)
-    return root
+    return write_files(fa3_tree(v), root)
 
 
-@dataclass(frozen=True)
-class Fa3Manifest:
-    path: Path
-    commits: tuple[str, ...]
-    """First-parent, oldest first."""
-    roles: dict[str, str]
-    """Role -> SHA."""
-
-
-def build_fa3_history(path: Path, steps: Sequence[tuple[str, Variant, str | None]]) -> Fa3Manifest:
+def build_fa3_history(path: Path, steps: Sequence[tuple[str, Variant, str | None]]) -> StepsManifest:
     """A repository on ``main`` with one commit per ``(subject, variant, role)``."""
-    repo = GitRepo(path)
-    shas, roles = [], {}
-    for subject, variant, role in steps:
-        repo.write(fa3_tree(variant))
-        repo.git("add", "--all")
-        repo.git("commit", "--quiet", "--allow-empty", "-m", subject)
-        sha = repo.git("rev-parse", "HEAD").strip()
-        shas.append(sha)
-        if role is not None:
-            roles[role] = sha
-    return Fa3Manifest(path, tuple(shas), roles)
+    return build_steps_history(path, steps, fa3_tree)

@@ -6,7 +6,7 @@ reads (``spec``), and this package's FlashInfer backend in one era, with planted
 or off (``variant``).
 """
 
-from .history import FlashInferManifest, build_flashinfer_history, flashinfer_tree, write_tree
+from .history import build_flashinfer_history, flashinfer_tree, write_tree
 from .source import backend_text
 from .variant import BACKEND_PATH, ERAS, Bug, Variant
 
@@ -14,7 +14,6 @@ __all__ = [
     "BACKEND_PATH",
     "ERAS",
     "Bug",
-    "FlashInferManifest",
     "Variant",
     "backend_text",
     "build_flashinfer_history",

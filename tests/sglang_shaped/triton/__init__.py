@@ -5,7 +5,7 @@ base backend, a ``sglang/__init__.py`` that fails when run), this package's Trit
 era with planted bugs switched on or off (``variant``), and the draft-decode kernel's module.
 """
 
-from .history import TritonManifest, build_triton_history, triton_tree, write_tree
+from .history import build_triton_history, triton_tree, write_tree
 from .source import backend_text
 from .variant import BACKEND_PATH, ERAS, Bug, Variant
 
@@ -13,7 +13,6 @@ __all__ = [
     "BACKEND_PATH",
     "ERAS",
     "Bug",
-    "TritonManifest",
     "Variant",
     "backend_text",
     "build_triton_history",
