@@ -7,8 +7,10 @@ Each ROOT is a checkout (or a ``git archive`` of ``python/sglang``) of one SGLan
 each it prints: the CPU metadata probe's verdict (``sglang_trtllm_mha_target_verify``); the GPU
 probe (``sglang_target_verify_attention``: FlashInfer XQA under a CUDA graph with the metadata the
 revision's backend produced after replay, against an fp32 reference), its error figures and the
-baked ``max_seq_len_q``; and, where the revision defines the known triton metadata kernels, how
-many trials the CPU versions matched exactly. Needs a CUDA device, FlashInfer and triton.
+baked ``max_seq_len_q``; and, for the known metadata kernels the revision's backends define
+(TRTLLM MHA's, FA3's, the Triton and FlashInfer backends' KV-index kernels), how many trials the CPU
+versions matched exactly. Last, FlashInfer's CUDA-graph wrappers against the CPU stand-ins the
+FlashInfer probes use, plan by plan. Needs a CUDA device, FlashInfer and triton.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from probes import ProbeContext, get_probe, run_probe, summarize  # noqa: E402
 from probes.sglang import target_verify_attention  # noqa: E402
-from probes.sglang.kernel_check import check_kernels  # noqa: E402
+from probes.sglang.kernel_check import check_flashinfer_wrappers, check_kernels  # noqa: E402
 
 IMPORT_ROOTS = ("python",)
 METADATA_PROBE = "sglang_trtllm_mha_target_verify"
@@ -48,8 +50,14 @@ def main(roots: tuple[Path, ...], json_path: Path | None) -> None:
             raise click.UsageError(f"{root} holds no python/sglang; give a checkout of an SGLang revision")
     rows = [_measure(root) for root in roots]
     Console(width=200).print(_table(rows))
+    wrappers = check_flashinfer_wrappers()
+    wrong = [f"{c.kernel} {c.trial}: {', '.join(c.mismatched)}" for c in wrappers if c.mismatched]
+    exact = len(wrappers) - len(wrong)
+    print(f"FlashInfer CUDA-graph wrappers against their CPU stand-ins: {exact}/{len(wrappers)} plans exact")
+    for line in wrong:
+        print(f"  differs: {line}")
     if json_path is not None:
-        json_path.write_text(json.dumps(rows, indent=2))
+        json_path.write_text(json.dumps({"revisions": rows, "flashinfer_wrappers_differing": wrong}, indent=2))
 
 
 def _measure(root: Path) -> dict[str, Any]:

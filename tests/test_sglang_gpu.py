@@ -28,7 +28,7 @@ from tracker.workspace import Workspace
 
 pytestmark = pytest.mark.gpu
 
-SGLANG_PROBE_MODULES = ("target_verify_metadata", "decode_graph_replay", "swa_page_table", "target_verify_attention")
+SGLANG_PROBE_MODULES = ("family", "swa_page_table", "target_verify_attention", "gpu.probes")
 PAGE_WRITE = "tl.store(out, (slots // PAGE_SIZE).to(tl.int32), mask=mask)"
 
 
@@ -70,7 +70,7 @@ def test_the_cpu_kernels_match_the_revisions_triton_kernels_and_a_changed_one_do
 ) -> None:
     root = materialised(story, story.head, tmp_path / "head")
     comparisons = check_kernels(cuda(root))
-    assert {c.kernel.rpartition(".")[2] for c in comparisons} == {
+    assert {c.kernel.rpartition(".")[2] for c in comparisons} >= {
         "build_trtllm_mha_page_table",
         "update_trtllm_mha_graph_metadata",
     }

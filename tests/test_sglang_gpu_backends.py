@@ -3,13 +3,16 @@
 On the CPU: the kernels' arguments built from a real SGLang revision's replayed metadata read the
 batch's true KV slots and query rows, and without CUDA every case is a skip. On the GPU (marked
 ``gpu``): each backend's kernel under a CUDA graph with the revision's replayed metadata agrees
-with the fp32 reference, and the same metadata with every KV length N too long does not. The
-revision is an extracted SGLang tree (``$REGTRACK_SGLANG_SNAPSHOT``, holding ``python/sglang``).
+with the fp32 reference, and the same metadata with every KV length N too long does not; the CPU
+metadata kernels match the revision's real ones exactly, and a kernel changed by one slot does
+not; FlashInfer's CUDA-graph wrappers and their CPU stand-ins plan the same buffers. The revision
+is an extracted SGLang tree (``$REGTRACK_SGLANG_SNAPSHOT``, holding ``python/sglang``).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -24,6 +27,7 @@ from probes.sglang.backends.base import Mode
 from probes.sglang.gpu import fa3, flashinfer, judge, triton
 from probes.sglang.gpu.probes import MODES, probe_name
 from probes.sglang.gpu.replayed import DRAFT_TOKENS, Replayed, Snapshot
+from probes.sglang.kernel_check import TRITON_TRIALS, check_flashinfer_wrappers, check_kernels
 from probes.sglang.session import Subject, guarded
 from tracker.core.verdicts import Outcome
 
@@ -141,3 +145,37 @@ def test_the_kernel_with_the_replayed_metadata_passes_and_with_kv_lengths_plus_n
     print(f"{backend} {mode}: rel_err {right.metrics['rel_err']:.3g}, with KV+N {wrong.metrics['rel_err']:.3g}")
     assert right.outcome is Outcome.PASS, right
     assert wrong.outcome is Outcome.FAIL and wrong.metrics["rel_err"] > right.metrics["rel_err"], wrong
+
+
+KV_INDICES_STORE = "tl.store(kv_indices_ptr + kv_indices_offset + offset, data, mask=mask)"
+
+
+@pytest.mark.gpu
+@needs_snapshot
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_the_cpu_metadata_kernels_match_the_revisions_real_ones_and_a_changed_one_does_not(tmp_path: Path) -> None:
+    comparisons = check_kernels(context("cuda"))
+    kernels = {c.kernel.rpartition(".")[2] for c in comparisons}
+    print(f"{len(comparisons)} trials over {', '.join(sorted(kernels))}")
+    assert set(TRITON_TRIALS) <= kernels, kernels
+    assert [f"{c.kernel} {c.trial}: {c.mismatched}" for c in comparisons if c.mismatched] == []
+
+    changed = tmp_path / "changed"
+    shutil.copytree(SNAPSHOT / "python", changed / "python")
+    [kernel_file] = [p for p in (changed / "python").rglob("*.py") if KV_INDICES_STORE in p.read_text()]
+    kernel_file.write_text(
+        kernel_file.read_text().replace(KV_INDICES_STORE, KV_INDICES_STORE.replace("offset,", "offset + 1,"))
+    )
+    ctx = ProbeContext(root=changed, device="cuda", dtype="bfloat16", import_roots=("python",))
+    mismatched = [c for c in check_kernels(ctx) if c.mismatched]
+    assert {c.kernel.rpartition(".")[2] for c in mismatched} == {"create_flashinfer_kv_indices_triton"}, mismatched
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_the_flashinfer_wrapper_stand_ins_plan_the_buffers_flashinfer_plans() -> None:
+    pytest.importorskip("flashinfer")
+    comparisons = check_flashinfer_wrappers()
+    print(f"{len(comparisons)} FlashInfer wrapper plans compared")
+    assert len(comparisons) == 6
+    assert [f"{c.kernel} {c.trial}: {c.mismatched}" for c in comparisons if c.mismatched] == []

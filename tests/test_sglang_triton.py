@@ -16,8 +16,10 @@ from cli_in import regtrack
 from sglang_shaped.triton import Bug, Variant, build_triton_history, write_tree
 
 from probes import ProbeContext, get_probe, run_probe, summarize
+from probes.sglang import kernel_check, kernels_triton
 from probes.sglang.family import BACKENDS, probe_name
 from probes.sglang.graph import GraphRecording
+from probes.sglang.kernel_check import TRITON_TRIALS, grid_launch
 from probes.sglang.kernels_triton import GridKernel, create_kv_indices, generate_draft_kv_indices
 from tracker.core.verdicts import Outcome
 
@@ -237,3 +239,19 @@ def test_the_draft_kernel_lays_out_every_step_and_branch(topk: int, page: int) -
     assert torch.equal(got_indices, want_indices)
     assert torch.equal(got_indptr, want_indptr)
     assert (got_indptr[:, 0] == SENTINEL).all()
+
+
+@pytest.mark.parametrize("name", sorted(TRITON_TRIALS))
+def test_the_gpu_comparison_trials_launch_the_cpu_versions_as_sglang_launches_the_kernels(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The trials ``kernel_check`` runs against the real kernels on a GPU drive the CPU versions
+    positionally, as SGLang's backends launch them; here on CPU tensors, against themselves."""
+    monkeypatch.setattr(kernel_check, "_to_cuda", lambda arguments: arguments)
+    cpu = grid_launch(kernels_triton.KERNELS[name](None))
+    trials = list(TRITON_TRIALS[name](None, torch.Generator().manual_seed(0)))
+    assert len(trials) == 4
+    for label, arguments in trials:
+        written = {k: v.clone() for k, v in arguments.items() if isinstance(v, torch.Tensor)}
+        cpu(**arguments)
+        assert any(not torch.equal(v, arguments[k]) for k, v in written.items()), label

@@ -18,8 +18,8 @@ import torch
 
 from probes.api import ProbeContext
 from probes.loader import revision
-from probes.sglang.backends.fa3 import ADAPTER as FA3
-from probes.sglang.loader import BACKEND_MODULE, load_sglang
+from probes.sglang.family import BACKENDS
+from probes.sglang.loader import load_sglang
 
 SENTINEL = -7
 
@@ -50,16 +50,17 @@ def compare(cpu: Callable[..., Any], real: Callable[..., Any], arguments: dict[s
 
 
 def check_kernels(ctx: ProbeContext, seed: int = 0) -> list[KernelComparison]:
-    """Every known kernel with trials that the revision at ``ctx.root`` loads with its TRTLLM MHA
-    backend and, where it has one, its FA3 backend, compared over random trials."""
+    """Every known kernel with trials that the revision at ``ctx.root`` loads with the backends of
+    the probe family it holds, compared over random trials."""
     results = []
-    trials = {**TRIALS, **FA3_TRIALS}
+    trials = {**TRIALS, **FA3_TRIALS, **TRITON_TRIALS}
     with revision(ctx.import_paths):
         loaded = load_sglang(ctx, stub_gpu_libraries=False)
         try:
-            loaded.module(BACKEND_MODULE)
-            if loaded.has_source(FA3.module):
-                loaded.module(FA3.module)
+            for backend in BACKENDS:
+                module = importlib.import_module(f"probes.sglang.backends.{backend}").ADAPTER.module
+                if loaded.has_source(module):
+                    loaded.module(module)
             for qualified in sorted(loaded.ledger.substituted):
                 module_name, _, name = qualified.rpartition(".")
                 if name not in trials:
@@ -67,6 +68,8 @@ def check_kernels(ctx: ProbeContext, seed: int = 0) -> list[KernelComparison]:
                 module = importlib.import_module(module_name)
                 substitute = getattr(module, name)
                 real, cpu = substitute.__wrapped__, substitute.__cpu_version__
+                if name in TRITON_TRIALS:
+                    real, cpu = grid_launch(real), grid_launch(cpu)
                 for label, arguments in trials[name](module, torch.Generator().manual_seed(seed)):
                     results.append(KernelComparison(qualified, label, compare(cpu, real, arguments)))
         finally:
@@ -230,10 +233,11 @@ expand one; a revision's plain torch ``normal_decode_set_metadata`` is compared 
 
 def grid_launch(kernel: Any) -> Callable[..., None]:
     """A grid-launched kernel (triton's, or its ``probes.sglang.kernels_triton`` CPU version) as
-    one call, ``kernel[grid](**arguments)``, for trials whose arguments carry their ``grid``."""
+    one call, ``kernel[grid](*arguments)``: positional, in the trial's order, as SGLang launches
+    them (the CPU versions' parameter names are their own); each trial carries its ``grid``."""
 
     def launch(grid: tuple[int, ...], **arguments: Any) -> None:
-        kernel[grid](**arguments)
+        kernel[grid](*arguments.values())
 
     return launch
 
