@@ -93,12 +93,15 @@ def scan(
     return json.loads(result.stdout), wall
 
 
-def stored_facts(home: Path) -> tuple[Counter[str], dict[str, int], Counter[str]]:
-    """The eras named in the runs' details, the distinct input sets per probe, and why runs were untestable."""
+def stored_facts(home: Path, probes: list[str]) -> tuple[Counter[str], dict[str, int], Counter[str]]:
+    """The eras named in the runs' details, the distinct input sets per probe, and why runs were
+    untestable: the stored runs of ``probes`` (a home may hold others')."""
     with sqlite3.connect(home / "data" / "regtrack.db") as db:
         rows = db.execute(
             "SELECT probe_versions.name, runs.detail, runs.input_set_id, runs.outcome, runs.signature FROM runs "
-            "JOIN probe_versions ON runs.probe_id = probe_versions.id"
+            "JOIN probe_versions ON runs.probe_id = probe_versions.id "
+            f"WHERE probe_versions.name IN ({', '.join('?' * len(probes))})",
+            probes,
         ).fetchall()
     eras: Counter[str] = Counter()
     inputs: dict[str, set[int]] = {}
@@ -220,8 +223,8 @@ def git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
 
 
-def report(data: dict[str, Any], line: list[str], wall: float, home: Path, repo: Path) -> None:
-    eras, inputs, untestable = stored_facts(home)
+def report(data: dict[str, Any], line: list[str], wall: float, home: Path, repo: Path, probes: list[str]) -> None:
+    eras, inputs, untestable = stored_facts(home, probes)
     print(f"range {line[0][:12]}..{line[-1][:12]}: {len(line)} first-parent commits, scan wall {wall:.1f} s")
     print(
         f"executions that ran: {data['executions']}; results reused: {data['reused']} "
@@ -266,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         config = config_dir(repo, work / "config")
         line = line_of(repo, args.range)
         data, wall = scan(args.range, probes, home, config, args.max_samples or len(line), args.workers)
-        report(data, line, wall, home, repo)
+        report(data, line, wall, home, repo, probes)
         if args.baseline:
             loop = baseline(repo, line, probes, config, work)
             print(f"plain loop over every commit: {loop:.1f} s; scan/loop = {wall / loop:.2f} (target <= 0.25)")
