@@ -69,7 +69,7 @@ CASES: dict[str, tuple[Case, ...]] = {
 per request, the speculative step, topk)."""
 
 DESCRIPTIONS = {
-    DECODE: "decode graph replays (padded batches, lagging host seq_lens)",
+    DECODE: "decode graph replays (padded batches; no host seq_lens where the backend is sync-free)",
     DRAFT_DECODE: "draft-decode graph replays at each speculative step (topk 1 and 2)",
     TARGET_VERIFY: "target-verify graph metadata with T != N and topk 2",
     DRAFT_EXTEND: "draft-extend graph metadata",

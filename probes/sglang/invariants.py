@@ -4,10 +4,11 @@ What a captured graph's attention call reads after a replay must equal what the 
 eager path computes for the same batch, and both must equal the batch's closed form: each live
 request's query length, KV length, and the KV slots of those tokens, read in order. It is judged
 right after capture (the scalars a graph bakes in), after replays for new requests whose lengths
-sit at page boundaries, with full and padded batches, and where asked with a host copy of
-``seq_lens`` that trails the device one. A revision without the mode is a skip with the reason,
-never good; one whose eager path gives every request N tokens where the batch has T != N
-predates T != N, and is a skip too.
+sit at page boundaries, with full and padded batches, and where asked with no host copy of
+``seq_lens`` at all, as SGLang's sync-free runner hands a backend that declares
+``needs_cpu_seq_lens = False`` (a host copy that trails the device one is not modelled). A
+revision without the mode is a skip with the reason, never good; one whose eager path gives every
+request N tokens where the batch has T != N predates T != N, and is a skip too.
 """
 
 from __future__ import annotations
