@@ -96,11 +96,11 @@ class InputStore(Database):
 def _copy_of(
     source: Run, commit_id: int, tree_hash: str, started: datetime, session_id: int | None, trigger: str
 ) -> Run:
-    """A run standing at ``tree_hash`` for ``source``: its outcome, metrics, signature and detail,
-    no time of its own."""
-    copied = ("environment_id", "probe_id", "case_id", "settings_key", "dtype", "outcome", "metrics", "signature")
+    """A run standing at ``tree_hash`` for ``source``: its outcome, metrics, samples, signature and
+    detail, no time of its own."""
+    copied = ("environment_id", "probe_id", "case_id", "settings_key", "dtype", "outcome", "metrics", "samples")
     return Run(
-        **{name: getattr(source, name) for name in (*copied, "detail", "seed", "input_set_id")},
+        **{name: getattr(source, name) for name in (*copied, "signature", "detail", "seed", "input_set_id")},
         commit_id=commit_id,
         tree_hash=tree_hash,
         duration_s=0.0,

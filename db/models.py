@@ -20,7 +20,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
-SCHEMA_REVISION = "0006"
+SCHEMA_REVISION = "0007"
 """The migration (``db/migrations/versions``) whose schema these models declare: a database that
 records it is opened without loading Alembic. A new migration moves it, with the models."""
 
@@ -192,6 +192,8 @@ class Run(Base):
     dtype: Mapped[str | None] = mapped_column(String(16))
     outcome: Mapped[str] = mapped_column(String(16))
     metrics: Mapped[dict[str, Any]]
+    samples: Mapped[dict[str, list[float]] | None] = mapped_column(JSON)
+    """A metric probe's samples by metric, every one; None for other probes' runs."""
     signature: Mapped[str | None] = mapped_column(Text)
     detail: Mapped[str] = mapped_column(Text)
     duration_s: Mapped[float] = mapped_column(Float)

@@ -123,6 +123,7 @@ class Store(SessionStore, InputStore, VerificationStore):
         values = asdict(run)
         del values["repo_id"], values["sha"]
         values["outcome"] = Outcome(run.outcome).value
+        values["samples"] = run.samples or None
         key = CaseKey(run.tree_hash, run.probe_id, run.environment_id, run.settings_key, run.case_id)
         with self._writing() as session:
             if owner is not None:
@@ -350,6 +351,7 @@ def _stored_fields(run: Run, sha: str) -> dict[str, Any]:
         "trigger": run.trigger,
         "session_id": run.session_id,
         "detail": run.detail,
+        "samples": run.samples or {},
     }
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from probes.code_hash import module_closure_hash
 from probes.loader import load_package
+from tracker.core.metrics import Metric
 from tracker.core.verdicts import Outcome
 
 DEFAULT_IMPORT_ROOTS = (".",)
@@ -34,6 +35,8 @@ class ProbeContext:
     dtype: str = "float32"
     seed: int = 0
     import_roots: tuple[str, ...] = DEFAULT_IMPORT_ROOTS
+    repeat: int = 1
+    """Samples a metric probe takes of each metric in one execution (its ``Probe.repeat``)."""
 
     @property
     def is_cuda(self) -> bool:
@@ -60,6 +63,8 @@ class ProbeResult:
     signature: str | None = None
     """A short, stable description of how it failed (``cache_seqlens off by +2``); None on pass."""
     detail: str = ""
+    samples: dict[str, list[float]] = field(default_factory=dict)
+    """A metric probe's samples, every one of them, by metric name."""
 
     @classmethod
     def passed(cls, **metrics: float) -> ProbeResult:
@@ -94,6 +99,10 @@ class Probe:
     ``deterministic`` declares that the result is a function of the revision and the case alone
     (no timing, no nondeterministic kernels): such a probe always runs under the same seed, so a
     rerun would repeat it exactly, and scan does not rerun its bad results to confirm them.
+
+    A metric probe declares its ``metrics`` and takes ``repeat`` samples of each per execution
+    (``ctx.repeat``), returned in ``ProbeResult.samples``; the runner refuses a result that lacks
+    one, and stores the median as the metric beside every sample.
     """
 
     name: str
@@ -103,6 +112,10 @@ class Probe:
     check: CheckFn | str
     deterministic: bool = False
     requires: tuple[str, ...] = ()
+    metrics: tuple[Metric, ...] = ()
+    """What a metric probe measures (a timing, a throughput): each execution returns ``repeat``
+    samples of each, all stored."""
+    repeat: int = 1
 
     @property
     def check_module(self) -> str | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import statistics
 import traceback
 import zlib
 from dataclasses import dataclass, replace
@@ -103,12 +105,31 @@ def run_case(probe: Probe, case: Case, ctx: ProbeContext) -> ProbeResult:
         return _untestable(exc, f"probe raised {type(exc).__name__}")
     with revision(ctx.import_paths):
         try:
-            return check(replace(ctx, seed=case_seed(ctx, case)), case.params)
+            result = check(replace(ctx, seed=case_seed(ctx, case), repeat=probe.repeat), case.params)
+            return with_samples(probe, result)
         except RevisionImportError as exc:  # the revision's code does not import: untestable
             cause = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
             return _untestable(cause, f"{UNTESTABLE_PREFIX}: {type(cause).__name__}")
         except Exception as exc:
             return _untestable(exc, f"probe raised {type(exc).__name__}")
+
+
+def with_samples(probe: Probe, result: ProbeResult) -> ProbeResult:
+    """A metric probe's judged result with each metric's median among its metrics; one that lacks
+    samples it declared is the probe's error (untestable), never a measurement."""
+    if not probe.metrics or result.outcome not in (Outcome.PASS, Outcome.FAIL):
+        return result
+    medians = {}
+    for metric in probe.metrics:
+        taken = result.samples.get(metric.name, [])
+        if len(taken) != probe.repeat or not all(value > 0 and math.isfinite(value) for value in taken):
+            return ProbeResult(
+                Outcome.ERROR,
+                signature=f"metric probe error: {metric.name} has {len(taken)} positive finite samples, "
+                f"{probe.repeat} declared",
+            )
+        medians[metric.name] = statistics.median(taken)
+    return replace(result, metrics={**result.metrics, **medians})
 
 
 def run_probe(probe: Probe, ctx: ProbeContext, case_ids: list[str] | None = None) -> list[CaseResult]:

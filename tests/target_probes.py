@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from probes import Case, Probe, ProbeContext, ProbeResult, register
+from tracker.core.metrics import Direction, Metric
 from tracker.core.verdicts import Outcome
 
 
@@ -49,6 +50,18 @@ def slow(ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
     return ProbeResult.passed(**_observations(ctx))
 
 
+def latency(ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
+    """A metric probe's stand-in: ``ctx.repeat`` samples around the revision's VALUE (in us), one
+    short when the case says so; fails when mylib is BROKEN."""
+    mylib = ctx.import_package("mylib")
+    taken = [float(mylib.VALUE) * (1 + 0.01 * i) for i in range(ctx.repeat - params["short"])]
+    return ProbeResult(Outcome.FAIL if mylib.BROKEN else Outcome.PASS, samples={"spin_us": taken})
+
+
+LATENCY = (Metric("spin_us", "us", Direction.LOWER_IS_BETTER),)
+
 register(Probe("mylib_value", 1, "mylib is not broken", (Case("x1", {"scale": 1}), Case("x10", {"scale": 10})), value))
 register(Probe("mylib_built", 1, "the setup built mylib", (Case("only", {}),), built))
 register(Probe("mylib_slow", 1, "takes its time", (Case("two_seconds", {"sleep_s": 2.0}),), slow))
+register(Probe("mylib_latency", 1, "mylib's spin", (Case("spin", {"short": 0}),), latency, metrics=LATENCY, repeat=7))
+register(Probe("mylib_short", 1, "one sample short", (Case("spin", {"short": 1}),), latency, metrics=LATENCY, repeat=7))

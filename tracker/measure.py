@@ -327,6 +327,7 @@ class Prober:
             trigger=self.trigger,
             session_id=session_id,
             input_set_id=input_set_id,
+            samples=result.samples,
         )
 
 

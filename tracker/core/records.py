@@ -108,6 +108,8 @@ class RunRecord:
     session_id: int | None = None
     input_set_id: int | None = None
     """What the case read of its revision (``Store.input_set``); None: reused by tree only."""
+    samples: dict[str, list[float]] = field(default_factory=dict)
+    """A metric probe's samples by metric, every one."""
 
 
 @dataclass(frozen=True)
@@ -140,6 +142,8 @@ class StoredRun:
     session_id: int | None
     detail: str
     """What the probe said beyond its signature: a command's kept output."""
+    samples: dict[str, list[float]]
+    """A metric probe's samples by metric, every one; empty for other probes."""
 
 
 @dataclass(frozen=True)

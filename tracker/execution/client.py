@@ -129,14 +129,8 @@ class WorkerClient:
             raise UsageError(reply["error"])
         result = reply["result"]
         reads = Reads.from_json(result["reads"]) if result.get("reads") is not None else None
-        return JobResult(
-            Outcome(result["outcome"]),
-            result["metrics"],
-            result["signature"],
-            result["detail"],
-            result["duration_s"],
-            reads,
-        )
+        judged = (Outcome(result["outcome"]), result["metrics"], result["signature"], result["detail"])
+        return JobResult(*judged, result["duration_s"], reads, result.get("samples") or {})
 
     def environment(self, device: str, env: Mapping[str, str] | None = None) -> EnvironmentInfo:
         """The stack of a worker started with ``env`` (the variables its jobs will carry)."""

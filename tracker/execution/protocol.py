@@ -65,6 +65,8 @@ class JobResult:
     duration_s: float
     reads: Reads | None = None
     """What an in-process case read of its snapshot; None for a command, a crash or a timeout."""
+    samples: dict[str, list[float]] = field(default_factory=dict)
+    """A metric probe's samples by metric."""
 
 
 def import_probe_modules() -> None:

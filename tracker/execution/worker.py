@@ -137,6 +137,7 @@ def _run(job: Job) -> dict[str, Any]:
         "result": {
             "outcome": result.outcome.value,
             "metrics": result.metrics,
+            "samples": result.samples,
             "signature": result.signature,
             "detail": result.detail,
             "duration_s": duration,

@@ -1,0 +1,74 @@
+"""Metric probes: each execution stores every sample of each declared metric (and its median among
+the metrics), through the worker and the store; a probe that returns fewer samples than it declared
+measured nothing (untestable); a run reused at another tree by what it read keeps its samples."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gitrepo import GitRepo
+from test_targets import PROBE_ENV, mylib, run_json, write_config
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A store of its own, and the test probes (``target_probes``) known here and in the workers."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("REGTRACK_HOME", str(home))
+    monkeypatch.delenv("REGTRACK_DB_URL", raising=False)
+    for name, value in PROBE_ENV.items():
+        monkeypatch.setenv(name, value)
+    return home
+
+
+@pytest.fixture
+def repo(tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> GitRepo:
+    repo = GitRepo(tmp_path / "lib")
+    monkeypatch.chdir(repo.path)
+    return repo
+
+
+def stored_samples(home: Path) -> list[tuple[str, str, dict[str, Any] | None]]:
+    with sqlite3.connect(home / "data" / "regtrack.db") as db:
+        rows = db.execute(
+            "SELECT commits.sha, runs.outcome, runs.samples FROM runs JOIN commits ON runs.commit_id = commits.id "
+            "ORDER BY runs.id"
+        ).fetchall()
+    return [(sha, outcome, json.loads(samples) if samples else None) for sha, outcome, samples in rows]
+
+
+def test_every_sample_is_stored_with_the_median_among_the_metrics(repo: GitRepo, home: Path) -> None:
+    write_config(repo, paths='["src"]', import_roots='["src"]')
+    good = repo.commit("mylib", mylib(100))
+    bad = repo.commit("break mylib", mylib(200, broken=True))
+
+    rows = {row["sha"]: row for row in run_json(good, bad, "--probe", "mylib_latency")}
+    assert [rows[sha]["verdict"] for sha in (good, bad)] == ["good", "bad"]
+    assert rows[good]["metrics"]["spin_us"] == pytest.approx(103.0)
+    spins = {sha: samples["spin_us"] for sha, _, samples in stored_samples(home) if samples}
+    assert spins[good] == pytest.approx([100 * (1 + 0.01 * i) for i in range(7)])
+    assert spins[bad] == pytest.approx([200 * (1 + 0.01 * i) for i in range(7)])
+
+
+def test_a_probe_short_of_a_sample_measured_nothing(repo: GitRepo, home: Path) -> None:
+    write_config(repo, paths='["src"]', import_roots='["src"]')
+    good = repo.commit("mylib", mylib(100))
+    [row] = run_json(good, "--probe", "mylib_short")
+    assert row["verdict"] == "skip"
+    assert row["signature"] == "metric probe error: spin_us has 6 positive finite samples, 7 declared"
+    assert [(outcome, samples) for _, outcome, samples in stored_samples(home)] == [("error", None)]
+
+
+def test_a_run_reused_where_the_probe_read_the_same_files_keeps_its_samples(repo: GitRepo, home: Path) -> None:
+    write_config(repo, paths='["src", "docs"]', import_roots='["src"]')
+    first = repo.commit("mylib", mylib(100))
+    docs = repo.commit("docs only", {"docs/notes.md": "nothing the probe reads\n"})
+    run_json(first, "--probe", "mylib_latency")
+    [row] = run_json(docs, "--probe", "mylib_latency")
+    assert row["reused"] is True
+    stored = {sha: samples for sha, _, samples in stored_samples(home)}
+    assert stored[docs] == stored[first] and len(stored[docs]["spin_us"]) == 7
