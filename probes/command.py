@@ -10,8 +10,9 @@ The command runs in a session of its own, stdin from /dev/null, stdout and stder
 whose tail becomes the run's detail. Once it exits or times out, whatever it left running is
 killed: its session, and what it detached from that session (``setsid``) where this process is a
 child subreaper (a worker is), since those are then reparented here. ``$REGTRACK_METRICS`` names a
-file where it may write ``{"metrics": {"name": number, ...}, "signature": "how it failed"}``; a
-malformed file is said so in the detail and otherwise ignored.
+file where it may write ``{"metrics": {"name": number, ...}, "samples": {"name": [number, ...]},
+"signature": "how it failed"}``; a malformed file is said so in the detail and otherwise ignored.
+A command that declares metrics takes ``$REGTRACK_REPEAT`` samples of each, all written.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -34,11 +35,12 @@ from probes.runner import OomWatch, sigkill_signature
 from tracker.core.verdicts import Outcome
 
 METRICS_ENV = "REGTRACK_METRICS"
+REPEAT_ENV = "REGTRACK_REPEAT"
 UNTESTABLE_EXIT = 125
 TAIL_LINES = 40
 TAIL_BYTES = 16 << 10
 METRICS_MAX_BYTES = 1 << 20
-METRICS_KEYS = ("metrics", "signature")
+METRICS_KEYS = ("metrics", "samples", "signature")
 SHELL_SIGKILL_EXIT = 128 + signal.SIGKILL
 CLEANUP_ROUNDS = 50
 CLEANUP_PAUSE_S = 0.01
@@ -49,12 +51,15 @@ class CommandCheck:
     """A command probe's check: ``argv`` run in the revision's snapshot."""
 
     argv: tuple[str, ...]
+    repeat: int = 1
+    """Samples of each declared metric the command takes, told it in ``$REGTRACK_REPEAT``."""
 
     def __call__(self, ctx: ProbeContext, params: Mapping[str, Any]) -> ProbeResult:
         return self.run(ctx.root)
 
     def run(self, root: Path, timeout_s: float | None = None, env: Mapping[str, str] | None = None) -> ProbeResult:
-        return run_command(self.argv, root, timeout_s, env)
+        told = {**(os.environ if env is None else env), REPEAT_ENV: str(self.repeat)}
+        return run_command(self.argv, root, timeout_s, told)
 
 
 def outcome_of_exit(code: int) -> Outcome:
@@ -103,14 +108,16 @@ def run_command(
                 return ProbeResult(Outcome.FAIL, signature=f"cannot run {argv[0]!r}: {exc.strerror}")
             code, timed_out = _wait(process, timeout_s, ours_before)
         tail = _tail(output)
-        metrics, signature, problem = read_metrics(metrics_file)
+        written = read_metrics(metrics_file)
+    problem = written.problem
     detail = "\n".join(part for part in (problem and f"{METRICS_ENV} file ignored: {problem}", tail) if part)
+    metrics, samples = written.metrics, written.samples
     if timed_out:
         return ProbeResult(Outcome.TIMEOUT, metrics, f"timed out after {timeout_s:g}s", detail)
     outcome = outcome_of_exit(code)
     if outcome is Outcome.PASS:
-        return ProbeResult(outcome, metrics, None, detail)
-    return ProbeResult(outcome, metrics, signature or exit_signature(code, oom.rose()), detail)
+        return ProbeResult(outcome, metrics, None, detail, samples)
+    return ProbeResult(outcome, metrics, written.signature or exit_signature(code, oom.rose()), detail, samples)
 
 
 def _wait(process: subprocess.Popen[bytes], timeout_s: float | None, ours_before: frozenset[int]) -> tuple[int, bool]:
@@ -237,32 +244,45 @@ def _start(argv: Sequence[str], cwd: Path, env: Mapping[str, str], sink: IO[byte
         return popen(["/bin/sh", *argv])
 
 
-def read_metrics(path: Path) -> tuple[dict[str, float], str | None, str | None]:
-    """The metrics and signature a command wrote to ``path``, and what is wrong with the file if it is
-    malformed (then neither is taken). A missing or empty file is no metrics, not a problem."""
+@dataclass(frozen=True)
+class Written:
+    """What a command wrote to its ``$REGTRACK_METRICS`` file, or why none of it is taken."""
+
+    metrics: dict[str, float] = field(default_factory=dict)
+    samples: dict[str, list[float]] = field(default_factory=dict)
+    signature: str | None = None
+    problem: str | None = None
+
+
+def read_metrics(path: Path) -> Written:
+    """The metrics, samples and signature a command wrote to ``path``, or what is wrong with the
+    file if it is malformed (then none is taken). A missing or empty file is nothing, not a problem."""
     try:
         with open(path, "rb") as file:
             raw = file.read(METRICS_MAX_BYTES + 1)
     except FileNotFoundError:
-        return {}, None, None
+        return Written()
     except OSError as exc:
-        return {}, None, f"cannot read it: {exc.strerror}"
+        return Written(problem=f"cannot read it: {exc.strerror}")
     if not raw.strip():
-        return {}, None, None
+        return Written()
     if len(raw) > METRICS_MAX_BYTES:
-        return {}, None, f"it is over {METRICS_MAX_BYTES} bytes"
+        return Written(problem=f"it is over {METRICS_MAX_BYTES} bytes")
     try:
         data = json.loads(raw.decode(), parse_constant=_reject_constant)
     except (UnicodeDecodeError, ValueError) as exc:
-        return {}, None, f"not JSON ({exc})"
+        return Written(problem=f"not JSON ({exc})")
     problem = metrics_problem(data)
     if problem:
-        return {}, None, problem
-    return {k: float(v) for k, v in data.get("metrics", {}).items()}, data.get("signature"), None
+        return Written(problem=problem)
+    metrics = {k: float(v) for k, v in data.get("metrics", {}).items()}
+    samples = {k: [float(v) for v in values] for k, values in data.get("samples", {}).items()}
+    return Written(metrics, samples, data.get("signature"))
 
 
 def metrics_problem(data: object) -> str | None:
-    """Why ``data`` is not ``{"metrics": {name: finite number}, "signature": string or null}``; None when it is."""
+    """Why ``data`` is not ``{"metrics": {name: finite number}, "samples": {name: [finite number]},
+    "signature": string or null}``; None when it is."""
     if not isinstance(data, dict):
         return f"expected a JSON object with keys {', '.join(METRICS_KEYS)}, got {type(data).__name__}"
     unknown = [key for key in data if key not in METRICS_KEYS]
@@ -272,12 +292,22 @@ def metrics_problem(data: object) -> str | None:
     if not isinstance(metrics, dict):
         return "metrics must be an object of names to numbers"
     for name, value in metrics.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        if not _finite(value):
             return f"metric {name!r} is {value!r}, not a finite number"
+    samples = data.get("samples", {})
+    if not isinstance(samples, dict):
+        return "samples must be an object of names to lists of numbers"
+    for name, values in samples.items():
+        if not isinstance(values, list) or not all(_finite(value) for value in values):
+            return f"samples of {name!r} must be a list of finite numbers"
     signature = data.get("signature")
     if signature is not None and not isinstance(signature, str):
         return f"signature must be a string, not {type(signature).__name__}"
     return None
+
+
+def _finite(value: object) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
 
 
 def _reject_constant(name: str) -> float:

@@ -35,6 +35,7 @@ from probes.api import Case, Probe
 from probes.code_hash import module_closure_hash
 from probes.registry import MissingRequirement, ProbeLoadError, get_probe
 from probes.requirements import missing_requirement
+from tracker.core.metrics import Direction, Metric
 
 COMMAND_CASE = "command"
 FUNCTION_CASE = "default"
@@ -61,6 +62,9 @@ class ProbeSpec:
     base: str = ""
     version: int | None = None
     """The declared version; None: a module's Probe keeps its own, anything else is version 1."""
+    metrics: tuple[Metric, ...] = ()
+    """A command's declared metrics, each sampled ``repeat`` times per execution."""
+    repeat: int = 1
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -72,6 +76,8 @@ class ProbeSpec:
             "reads": list(self.reads),
             "base": self.base,
             "version": self.version,
+            "metrics": [[m.name, m.unit, m.direction.value] for m in self.metrics],
+            "repeat": self.repeat,
         }
 
     @classmethod
@@ -85,6 +91,8 @@ class ProbeSpec:
             tuple(data["reads"]),
             data["base"],
             data["version"],
+            tuple(Metric(name, unit, Direction(direction)) for name, unit, direction in data["metrics"]),
+            data["repeat"],
         )
 
     @property
@@ -162,13 +170,18 @@ def _command_probe(spec: ProbeSpec) -> Probe:
     parts: dict[str, Any] = {"command": list(spec.command), "inputs": _input_digests(spec)}
     if spec.reads:  # what a result claims to depend on; without reads, the hash results were stored under
         parts["reads"] = sorted(spec.reads)
+    if spec.metrics:  # what its samples mean and how many there are
+        parts["metrics"] = spec.to_json()["metrics"]
+        parts["repeat"] = spec.repeat
     fingerprint = _fingerprint(parts)
     return SourcedProbe(
         spec.name,
         spec.version or 1,
         " ".join(spec.command),
         (Case(COMMAND_CASE, {}),),
-        CommandCheck(tuple(spec.argv())),
+        CommandCheck(tuple(spec.argv()), spec.repeat),
+        metrics=spec.metrics,
+        repeat=spec.repeat,
         spec=spec,
         fingerprint=fingerprint,
     )

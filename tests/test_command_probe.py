@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from probes.command import (
     METRICS_ENV,
+    Written,
     metrics_problem,
     outcome_of_exit,
     read_metrics,
@@ -198,7 +199,7 @@ def test_metrics_and_signature_from_the_metrics_file(tmp_path: Path) -> None:
     ("payload", "problem"),
     [
         ("{not json", "not JSON"),
-        ("[1, 2]", "expected a JSON object with keys metrics, signature, got list"),
+        ("[1, 2]", "expected a JSON object with keys metrics, samples, signature, got list"),
         ('{"metrics": {}, "verdict": "bad"}', "unknown key 'verdict'"),
         ('{"metrics": [1]}', "metrics must be an object of names to numbers"),
         ('{"metrics": {"err": "high"}}', "metric 'err' is 'high', not a finite number"),
@@ -206,6 +207,9 @@ def test_metrics_and_signature_from_the_metrics_file(tmp_path: Path) -> None:
         ('{"metrics": {"err": NaN}}', "NaN is not a number JSON allows"),
         ('{"metrics": {"err": 1e999}}', "metric 'err' is inf, not a finite number"),
         ('{"signature": 7}', "signature must be a string, not int"),
+        ('{"samples": [1.0]}', "samples must be an object of names to lists of numbers"),
+        ('{"samples": {"us": 3.0}}', "samples of 'us' must be a list of finite numbers"),
+        ('{"samples": {"us": [1.0, "slow"]}}', "samples of 'us' must be a list of finite numbers"),
     ],
 )
 def test_a_malformed_metrics_file_is_noted_in_the_detail_and_ignored(
@@ -219,11 +223,11 @@ def test_a_malformed_metrics_file_is_noted_in_the_detail_and_ignored(
 
 
 def test_an_empty_or_missing_metrics_file_is_no_metrics(tmp_path: Path) -> None:
-    assert read_metrics(tmp_path / "absent.json") == ({}, None, None)
+    assert read_metrics(tmp_path / "absent.json") == Written()
     (tmp_path / "empty.json").write_text("\n")
-    assert read_metrics(tmp_path / "empty.json") == ({}, None, None)
+    assert read_metrics(tmp_path / "empty.json") == Written()
     (tmp_path / "huge.json").write_text(" " * (1 << 20) + "{}")
-    assert read_metrics(tmp_path / "huge.json")[2] == "it is over 1048576 bytes"
+    assert read_metrics(tmp_path / "huge.json").problem == "it is over 1048576 bytes"
 
 
 @given(st.integers(min_value=-64, max_value=255))
@@ -244,15 +248,20 @@ def test_every_exit_status_has_exactly_git_bisect_runs_reading(code: int) -> Non
 finite = st.floats(allow_nan=False, allow_infinity=False) | st.integers(min_value=-(2**53), max_value=2**53)
 
 
-@given(st.dictionaries(st.text(max_size=8), finite, max_size=5), st.none() | st.text(max_size=20))
+@given(
+    st.dictionaries(st.text(max_size=8), finite, max_size=5),
+    st.dictionaries(st.text(max_size=8), st.lists(finite, max_size=6), max_size=3),
+    st.none() | st.text(max_size=20),
+)
 def test_well_formed_metrics_pass_validation_and_read_back(
-    tmp_path_factory: pytest.TempPathFactory, metrics: dict, signature: str | None
+    tmp_path_factory: pytest.TempPathFactory, metrics: dict, samples: dict, signature: str | None
 ) -> None:
-    data = {"metrics": metrics, "signature": signature}
+    data = {"metrics": metrics, "samples": samples, "signature": signature}
     assert metrics_problem(data) is None
     path = tmp_path_factory.mktemp("metrics") / "m.json"
     path.write_text(json.dumps(data))
-    assert read_metrics(path) == ({k: float(v) for k, v in metrics.items()}, signature, None)
+    floats = {k: [float(v) for v in values] for k, values in samples.items()}
+    assert read_metrics(path) == Written({k: float(v) for k, v in metrics.items()}, floats, signature)
 
 
 @given(

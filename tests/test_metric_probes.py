@@ -72,3 +72,49 @@ def test_a_run_reused_where_the_probe_read_the_same_files_keeps_its_samples(repo
     assert row["reused"] is True
     stored = {sha: samples for sha, _, samples in stored_samples(home)}
     assert stored[docs] == stored[first] and len(stored[docs]["spin_us"]) == 7
+
+
+TIMER = """\
+import json, os, sys
+value = float(open("src/mylib/__init__.py").read().split()[2])
+repeat = int(os.environ["REGTRACK_REPEAT"]) - int(sys.argv[1])
+samples = {"spin_us": [value * (1 + 0.01 * i) for i in range(repeat)]}
+json.dump({"samples": samples}, open(os.environ["REGTRACK_METRICS"], "w"))
+"""
+
+
+def command_config(repo: GitRepo, repeat: int, direction: str = "lower", short: int = 0) -> None:
+    (repo.path / "regtrack.toml").write_text(
+        '[targets.lib]\nrepo = "."\npaths = ["src", "timer.py"]\n'
+        "[targets.lib.probes.spin]\n"
+        f'command = ["python", "timer.py", "{short}"]\n'
+        f'metrics = [{{ name = "spin_us", unit = "us", direction = "{direction}" }}]\n'
+        f"repeat = {repeat}\n"
+    )
+
+
+def test_a_command_takes_the_samples_it_is_told_to_and_each_part_of_its_declaration_keys_its_results(
+    repo: GitRepo, home: Path
+) -> None:
+    sha = repo.commit("mylib", {**mylib(100), "timer.py": TIMER})
+    command_config(repo, repeat=5)
+    [first] = run_json(sha)
+    assert (first["verdict"], first["reused"], first["metrics"]["spin_us"]) == ("good", False, pytest.approx(102.0))
+    assert [len(samples["spin_us"]) for _, _, samples in stored_samples(home)] == [5]
+    assert run_json(sha)[0]["reused"] is True
+
+    command_config(repo, repeat=9)
+    assert run_json(sha)[0]["reused"] is False
+    command_config(repo, repeat=9, direction="higher")
+    assert run_json(sha)[0]["reused"] is False
+    assert [len(samples["spin_us"]) for _, _, samples in stored_samples(home)] == [5, 9, 9]
+
+
+def test_a_command_short_of_a_sample_measured_nothing(repo: GitRepo, home: Path) -> None:
+    sha = repo.commit("mylib", {**mylib(100), "timer.py": TIMER})
+    command_config(repo, repeat=5, short=2)
+    [row] = run_json(sha)
+    assert (row["verdict"], row["signature"]) == (
+        "skip",
+        "metric probe error: spin_us has 3 positive finite samples, 5 declared",
+    )

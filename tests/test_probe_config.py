@@ -54,7 +54,10 @@ TABLE = "[targets.t.probes.p]\n"
     [
         (
             TABLE + 'command = "sh check.sh"\ncmd = "x"\n',
-            ["unknown key targets.t.probes.p.cmd; known keys here: module, command, inputs, reads, version"],
+            [
+                "unknown key targets.t.probes.p.cmd; known keys here: "
+                "module, command, inputs, reads, version, metrics, repeat"
+            ],
         ),
         (
             TABLE + 'command = "sh check.sh"\nmodule = "ci/probes.py:verify"\n',
@@ -119,6 +122,31 @@ TABLE = "[targets.t.probes.p]\n"
         (
             TABLE + 'command = "sh check.sh"\nversion = true\n',
             ["targets.t.probes.p.version must be a positive integer"],
+        ),
+        (
+            TABLE + 'command = "sh check.sh"\nmetrics = [{ name = "us", unit = "us", direction = "sideways" }]\n',
+            ['targets.t.probes.p.metrics.direction must be "lower" or "higher" (is better)'],
+        ),
+        (TABLE + 'command = "sh check.sh"\nmetrics = []\n', ["targets.t.probes.p.metrics must be a non-empty list"]),
+        (
+            TABLE + 'command = "sh check.sh"\nmetrics = [{ name = "us" }]\n',
+            ['targets.t.probes.p.metrics.unit must name the unit, such as "us"'],
+        ),
+        (
+            TABLE + 'command = "sh check.sh"\nmetrics = [{ name = "us", unit = "us" }, { name = "us", unit = "ms" }]\n',
+            ["targets.t.probes.p.metrics declares us more than once; keep one of each"],
+        ),
+        (
+            TABLE + 'command = "sh check.sh"\nmetrics = [{ name = "us", unit = "us" }]\nrepeat = 0\n',
+            ["targets.t.probes.p.repeat must be a whole number of samples from 1 to 10000"],
+        ),
+        (
+            TABLE + 'command = "sh check.sh"\nrepeat = 5\n',
+            ["targets.t.probes.p.repeat counts samples of metrics; declare metrics = [...] or leave it out"],
+        ),
+        (
+            TABLE + 'module = "ci/probes.py:verify"\nrepeat = 5\n',
+            ["targets.t.probes.p declares metrics for a module probe; its Probe declares them"],
         ),
         (
             '[targets.t.probes]\np = "sh check.sh"\n',

@@ -46,7 +46,7 @@ from typing import Any
 from probes import Case, Probe, ProbeContext, ProbeResult, get_probe, run_case
 from probes.command import CommandCheck
 from probes.registry import ProbeLoadError
-from probes.runner import ended_case
+from probes.runner import ended_case, with_samples
 from probes.sources import ProbeSpec, resolve
 from tracker.core.errors import UsageError
 from tracker.core.verdicts import Outcome
@@ -124,7 +124,7 @@ def _run(job: Job) -> dict[str, Any]:
     if changed := _snapshot_changed(Path(job.root)):
         result = ProbeResult(Outcome.ERROR, signature=f"{SNAPSHOT_MODIFIED}: {changed}")
     elif isinstance(probe.check, CommandCheck):
-        result = probe.check.run(Path(job.root), job.timeout_s, command_environment(os.environ))
+        result = with_samples(probe, probe.check.run(Path(job.root), job.timeout_s, command_environment(os.environ)))
     else:
         ctx = ProbeContext(Path(job.root), job.device, job.dtype, job.seed, tuple(job.import_roots))
         with recording(ctx.root) as recorded:

@@ -9,6 +9,10 @@
     inputs = ["ci/conftest_extra.py"]                          # work-tree files hashed into its version
     reads = ["tests/test_attn.py", "src/attn"]                 # revision paths its result depends on
     [targets.T.probes.target_verify_metadata]                   # an empty table: a probe known by name
+    [targets.T.probes.latency]                                  # a command that measures: $REGTRACK_REPEAT
+    command = ["python", "ci/time_decode.py"]                   # samples of each metric, written as
+    metrics = [{ name = "decode_us", unit = "us" }]             # {"samples": {"decode_us": [...]}}
+    repeat = 20                                                 # to $REGTRACK_METRICS
 
 Names are checked without importing anything when they can be (built-ins, entry points); only a
 name found nowhere else makes ``$REGTRACK_PROBE_MODULES`` and the module entry points load.
@@ -27,6 +31,7 @@ from msgspec import Meta
 from probes.registry import ProbeLoadError, get_probe, known_names
 from probes.sources import ProbeSpec, Source, split_command
 from tracker.core.errors import UsageError
+from tracker.core.metrics import Direction, Metric
 
 FILE_ATTR = re.compile(r".+\.py(:[A-Za-z_]\w*)?")
 MODULE = r"^(?:.+\.py(:[A-Za-z_]\w*)?|[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*)?)\Z"
@@ -46,6 +51,17 @@ ReadPaths = Annotated[
     Meta(min_length=1, description='must be a non-empty list of paths of the revision such as ["src", "check.sh"]'),
 ]
 Version = Annotated[int, Meta(ge=1, description="must be a positive integer; bump it when the probe's meaning changes")]
+Repeat = Annotated[int, Meta(ge=1, le=10_000, description="must be a whole number of samples from 1 to 10000")]
+
+
+class MetricTable(msgspec.Struct, forbid_unknown_fields=True):
+    """One declared metric: ``{ name = "decode_us", unit = "us", direction = "lower" }``."""
+
+    name: Annotated[str, Meta(pattern=r"^[A-Za-z_][\w.]*\Z", description="must be a name such as decode_us")]
+    unit: Annotated[str, Meta(min_length=1, description='must name the unit, such as "us"')]
+    direction: Annotated[
+        str, Meta(pattern="^(lower|higher)\\Z", description='must be "lower" or "higher" (is better)')
+    ] = "lower"
 
 
 class ProbeTable(msgspec.Struct, forbid_unknown_fields=True):
@@ -56,6 +72,10 @@ class ProbeTable(msgspec.Struct, forbid_unknown_fields=True):
     inputs: InputFiles | None = None
     reads: ReadPaths | None = None
     version: Version | None = None
+    metrics: (
+        Annotated[list[MetricTable], Meta(min_length=1, description="must be a non-empty list of metric tables")] | None
+    ) = None
+    repeat: Repeat | None = None
 
 
 TableOfProbe = Annotated[
@@ -103,6 +123,11 @@ def _spec(file: Path, key: str, name: str, table: ProbeTable, repo: Path) -> Pro
         return None
     inputs = _inputs(file, key, table.inputs or [], repo)
     if table.command is None:
+        if table.metrics is not None or table.repeat is not None:
+            raise UsageError(
+                f"{file}: {key} declares metrics for a module probe; its Probe declares them "
+                "(Probe(metrics=..., repeat=...)), leave the keys out"
+            )
         if table.reads is not None:
             raise UsageError(
                 f"{file}: {key}.reads is for a command; a module probe's reads are traced, leave the key out"
@@ -111,9 +136,31 @@ def _spec(file: Path, key: str, name: str, table: ProbeTable, repo: Path) -> Pro
         return ProbeSpec(name, Source.MODULE, module=module, inputs=inputs, base=str(repo), version=table.version)
     argv = tuple(command_line(file, f"{key}.command", table.command, "name the program to run"))
     reads = _reads(file, key, table.reads) if table.reads is not None else ()
+    metrics = _metrics(file, key, table)
     return ProbeSpec(
-        name, Source.COMMAND, command=argv, inputs=inputs, reads=reads, base=str(repo), version=table.version
+        name,
+        Source.COMMAND,
+        command=argv,
+        inputs=inputs,
+        reads=reads,
+        base=str(repo),
+        version=table.version,
+        metrics=metrics,
+        repeat=table.repeat or 1,
     )
+
+
+def _metrics(file: Path, key: str, table: ProbeTable) -> tuple[Metric, ...]:
+    """A command's declared metrics; ``repeat`` means nothing without them."""
+    if table.metrics is None:
+        if table.repeat is not None:
+            raise UsageError(f"{file}: {key}.repeat counts samples of metrics; declare metrics = [...] or leave it out")
+        return ()
+    names = [metric.name for metric in table.metrics]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise UsageError(f"{file}: {key}.metrics declares {', '.join(twice)} more than once; keep one of each")
+    return tuple(Metric(m.name, m.unit, Direction(m.direction)) for m in table.metrics)
 
 
 def command_line(file: Path, key: str, value: str | list[str], when_empty: str) -> list[str]:
