@@ -19,7 +19,15 @@ from probes.sources import spec_of
 from tracker.core.errors import UsageError
 from tracker.core.measurements import CaseOutcome, Measurement
 from tracker.core.records import RunRecord
-from tracker.core.verdicts import FlakeEstimate, Outcome, Verdict, flake_estimate, reason_of, verdict_of
+from tracker.core.verdicts import (
+    WORKER_DEATHS,
+    FlakeEstimate,
+    Outcome,
+    Verdict,
+    flake_estimate,
+    reason_of,
+    verdict_of,
+)
 from tracker.execution import owners
 from tracker.execution.claims import Claims, Plan, Request
 from tracker.execution.executors import Executor, Job, JobResult
@@ -142,6 +150,12 @@ class Prober:
         disagree show a flaky result."""
         return complete_verdicts(self.attempts(tree_hash), self.case_ids)
 
+    def died(self, tree_hash: str) -> bool:
+        """Whether the latest stored attempt at ``tree_hash`` ended a case in a crash or a timeout:
+        a worker's death, which even a deterministic probe's rerun need not repeat."""
+        attempts = self.attempts(tree_hash)
+        return bool(attempts) and any(run.outcome in WORKER_DEATHS for run in attempts[-1].runs.values())
+
     def flake_history(self) -> FlakeEstimate | None:
         """This probe's observed flake rate in this environment at this dtype, from every stored
         tree, whatever the seeds (an attempt is judged only when complete)."""
@@ -195,11 +209,11 @@ class Prober:
 
     def _reruns(self, request: Request) -> bool:
         """Whether ``request`` gets a new attempt: where asked, unless the probe is deterministic,
-        whose one complete result per tree is final (a rerun could only repeat it); and always for
-        a tree that ``--fresh`` has not measured yet."""
+        whose one complete result per tree is final (a rerun could only repeat it) but for a
+        worker's death; and always for a tree that ``--fresh`` has not measured yet."""
         if not self.stored_results_stand(request.tree_hash):
             return True
-        return request.rerun and not self.probe.deterministic
+        return request.rerun and (not self.probe.deterministic or self.died(request.tree_hash))
 
     def _plan(self, request: Request, session_id: int | None) -> Plan:
         """Reuse the latest complete attempt; complete an interrupted one; or start a new one."""

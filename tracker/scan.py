@@ -11,7 +11,8 @@ measuring every run (``--max-samples`` at least the number of runs) never misses
 execution per distinct target tree.
 
 A run whose result is bad is rerun ``confirm`` times with fresh seeds before a transition to or
-from it is reported (not for a deterministic probe, whose rerun would repeat it exactly); a run
+from it is reported (not for a deterministic probe, whose rerun would repeat it exactly, unless a
+worker died in it: a crash or a timeout is rerun once, and a pass then makes the tree flaky); a run
 that both passes and fails is flaky, and is reported as a flaky stretch, never as a clean
 transition. Untestable runs are reported as untestable stretches.
 """
@@ -110,10 +111,14 @@ class Scanner:
         self._sampling = False
         self._refine(runs, states, measure)
 
-        def attempts(group: int) -> int:
-            return len(prober.attempt_verdicts(trees[runs[group].start]))
+        def reruns(group: int) -> int:
+            """Attempts a bad group still needs: ``confirm`` reruns, or for a deterministic probe one
+            where a worker died (its rerun may well pass)."""
+            tree = trees[runs[group].start]
+            wanted = 1 if prober.probe.deterministic and prober.died(tree) else self._confirmations(prober)
+            return 1 + wanted - len(prober.attempt_verdicts(tree))
 
-        self._confirm(runs, states, measure, attempts, self._confirmations(prober))
+        self._confirm(runs, states, measure, reruns)
         return self._probe_scan(prober, infos, trees, runs, states)
 
     def _probe_scan(
@@ -211,16 +216,15 @@ class Scanner:
         runs: list[range],
         states: dict[int, State],
         measure: Callable[..., State],
-        attempts: Callable[[int], int],
-        confirm: int,
+        reruns: Callable[[int], int],
     ) -> None:
-        """Rerun every bad run next to a transition until it has ``1 + confirm`` attempts, so a
-        flaky one is not taken for a clean one; attempts stored earlier count."""
+        """Rerun every bad run next to a transition while it needs more attempts, so a flaky one
+        is not taken for a clean one; attempts stored earlier count."""
         ordered = sorted(states)
         found, _ = find_transitions([states[g] for g in ordered])
         sides = {ordered[i] for t in found for i in (t.index, t.candidates[0] - 1) if 0 <= i < len(ordered)}
         for group in sorted(g for g in sides if states[g] is State.BAD):
-            while states[group] is State.BAD and attempts(group) < 1 + confirm:
+            while states[group] is State.BAD and reruns(group) > 0:
                 measure(group, rerun=True)
 
 

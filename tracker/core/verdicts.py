@@ -27,6 +27,8 @@ class Outcome(str, enum.Enum):
 
 
 BAD_OUTCOMES = frozenset({Outcome.FAIL, Outcome.CRASH, Outcome.TIMEOUT})
+WORKER_DEATHS = frozenset({Outcome.CRASH, Outcome.TIMEOUT})
+"""The outcomes the worker sets when a case dies: not a probe's judgement, so not repeated by rule."""
 
 
 class Verdict(str, enum.Enum):
