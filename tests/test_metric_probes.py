@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import statistics
 from pathlib import Path
 from typing import Any
 
 import pytest
 from gitrepo import GitRepo
-from test_targets import PROBE_ENV, mylib, run_json, write_config
+from test_targets import PROBE_ENV, PROJECT_ROOT, mylib, run_json, write_config
+
+from probes import ProbeContext, get_probe, run_probe
+from tracker.core.verdicts import Outcome
 
 
 @pytest.fixture
@@ -118,3 +122,19 @@ def test_a_command_short_of_a_sample_measured_nothing(repo: GitRepo, home: Path)
         "skip",
         "metric probe error: spin_us has 3 positive finite samples, 5 declared",
     )
+
+
+def test_the_demo_latency_probe_times_decode_and_target_verify_of_each_batch() -> None:
+    """On the installed demo backend: every sample of both metrics, a larger batch slower."""
+    probe = get_probe("demo_latency")
+    results = {r.case.id: r.result for r in run_probe(probe, ProbeContext(root=PROJECT_ROOT))}
+    for result in results.values():
+        assert result.outcome is Outcome.PASS, result
+        assert {name: len(values) for name, values in result.samples.items()} == {
+            "decode_us": probe.repeat,
+            "target_verify_us": probe.repeat,
+        }
+        assert result.metrics["decode_us"] == statistics.median(result.samples["decode_us"])
+    small, large = results["bs4-p16"].metrics, results["bs16-p64"].metrics
+    assert large["decode_us"] > 2 * small["decode_us"]
+    assert large["target_verify_us"] > 2 * small["target_verify_us"]

@@ -1,0 +1,25 @@
+"""The demo backend's latency: a decode and a target-verify graph replay, timed; the check is
+``probes.demo_backend.judges.latency``. A metric probe, not among the correctness probes the demo
+target lists: ask for it by name (``--probe demo_latency``)."""
+
+from __future__ import annotations
+
+from probes.api import Case, Probe
+from tracker.core.metrics import Direction, Metric
+
+PROBE = Probe(
+    name="demo_latency",
+    version=1,
+    description="decode and target-verify graph replays of the demo backend, timed",
+    cases=(
+        Case("bs4-p16", dict(bs=4, page=16, kv=320, draft_tokens=4)),
+        Case("bs16-p64", dict(bs=16, page=64, kv=640, draft_tokens=4)),
+    ),
+    check="probes.demo_backend.judges.latency:check",
+    requires=("torch",),
+    metrics=(
+        Metric("decode_us", "us", Direction.LOWER_IS_BETTER),
+        Metric("target_verify_us", "us", Direction.LOWER_IS_BETTER),
+    ),
+    repeat=15,
+)
