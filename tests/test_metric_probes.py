@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from gitrepo import GitRepo
-from test_targets import PROBE_ENV, PROJECT_ROOT, mylib, run_json, write_config
+from test_targets import PROJECT_ROOT, mylib, mylib_repo, mylib_store, run_json, write_config
 
 from probes import ProbeContext, get_probe, run_probe
 from tracker.core.verdicts import Outcome
@@ -20,20 +20,12 @@ from tracker.core.verdicts import Outcome
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A store of its own, and the test probes (``target_probes``) known here and in the workers."""
-    home = tmp_path / "home"
-    monkeypatch.setenv("REGTRACK_HOME", str(home))
-    monkeypatch.delenv("REGTRACK_DB_URL", raising=False)
-    for name, value in PROBE_ENV.items():
-        monkeypatch.setenv(name, value)
-    return home
+    return mylib_store(tmp_path, monkeypatch)
 
 
 @pytest.fixture
 def repo(tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> GitRepo:
-    repo = GitRepo(tmp_path / "lib")
-    monkeypatch.chdir(repo.path)
-    return repo
+    return mylib_repo(tmp_path, monkeypatch)
 
 
 def stored_samples(home: Path) -> list[tuple[str, str, dict[str, Any] | None]]:

@@ -57,8 +57,8 @@ def toml_list(words: list[str]) -> str:
     return json.dumps(words)
 
 
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def mylib_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A store of its own, and the test probes (``target_probes``) known here and in the workers."""
     home = tmp_path / "home"
     monkeypatch.setenv("REGTRACK_HOME", str(home))
     monkeypatch.delenv("REGTRACK_DB_URL", raising=False)
@@ -67,11 +67,21 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
-@pytest.fixture
-def repo(tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> GitRepo:
+def mylib_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GitRepo:
+    """An empty repository to commit ``mylib`` revisions to, the working directory."""
     repo = GitRepo(tmp_path / "lib")
     monkeypatch.chdir(repo.path)
     return repo
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    return mylib_store(tmp_path, monkeypatch)
+
+
+@pytest.fixture
+def repo(tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> GitRepo:
+    return mylib_repo(tmp_path, monkeypatch)
 
 
 def write_config(repo: GitRepo, **keys: str) -> None:
