@@ -117,7 +117,8 @@ def test_a_command_short_of_a_sample_measured_nothing(repo: GitRepo, home: Path)
 
 
 def test_the_demo_latency_probe_times_decode_and_target_verify_of_each_batch() -> None:
-    """On the installed demo backend: every sample of both metrics, a larger batch slower."""
+    """On the installed demo backend: every sample of both metrics, and the larger batch's fastest
+    sample slower than the smaller one's."""
     probe = get_probe("demo_latency")
     results = {r.case.id: r.result for r in run_probe(probe, ProbeContext(root=PROJECT_ROOT))}
     for result in results.values():
@@ -127,6 +128,6 @@ def test_the_demo_latency_probe_times_decode_and_target_verify_of_each_batch() -
             "target_verify_us": probe.repeat,
         }
         assert result.metrics["decode_us"] == statistics.median(result.samples["decode_us"])
-    small, large = results["bs4-p16"].metrics, results["bs16-p64"].metrics
-    assert large["decode_us"] > 2 * small["decode_us"]
-    assert large["target_verify_us"] > 2 * small["target_verify_us"]
+    small, large = results["bs4-p16"].samples, results["bs16-p64"].samples
+    for metric in ("decode_us", "target_verify_us"):  # the fastest sample: what other load adds only slows
+        assert min(large[metric]) > min(small[metric]), metric
