@@ -23,6 +23,7 @@ from tracker.demo.bugs import (
     DECODE_STALE_PAGE,
     SWA_PARTIAL_PAGE,
     TARGET_VERIFY_OVERWRITE,
+    WHOLE_ROW_GATHER,
     Edit,
     apply_edits,
     read_tree,
@@ -127,20 +128,25 @@ def planted_at(manifest: DemoManifest, position: dict[str, int], index: int) -> 
         TARGET_VERIFY_OVERWRITE.edit: within(tv.introduced, tv.fixed) or within(tv.reverted, tv.relanded),
         DECODE_STALE_PAGE.edit: within(decode.introduced, decode.fixed),
     }
+    if manifest.slowdown is not None:
+        carried[WHOLE_ROW_GATHER.edit] = within(manifest.slowdown.commit, manifest.slowdown.fix)
     return [edit for edit, present in carried.items() if present]
 
 
 def test_every_first_parent_commit_carries_the_bugs_the_manifest_says(demo: Demo) -> None:
+    """The bugs and the slowdown, file by file: the only files of ``backend`` the line changes."""
     line = demo.first_parent()
     position = {sha: index for index, sha in enumerate(line)}
-    path = TARGET_VERIFY_OVERWRITE.edit.path
-    blobs = git(demo.repo, "cat-file", "--batch-check=%(objectname)", stdin="".join(f"{sha}:{path}\n" for sha in line))
+    paths = {TARGET_VERIFY_OVERWRITE.edit.path, WHOLE_ROW_GATHER.edit.path}
     correct = read_tree(ROOT)
-    for index, actual in enumerate(blobs.split()):
-        expected = apply_edits(correct, planted_at(demo.manifest, position, index))[path]
-        assert actual == blob_id(expected), f"first-parent commit {index}"
+    for path in sorted(paths):
+        stdin = "".join(f"{sha}:{path}\n" for sha in line)
+        blobs = git(demo.repo, "cat-file", "--batch-check=%(objectname)", stdin=stdin)
+        for index, actual in enumerate(blobs.split()):
+            expected = apply_edits(correct, planted_at(demo.manifest, position, index))[path]
+            assert actual == blob_id(expected), f"{path} at first-parent commit {index}"
     changed = git(demo.repo, "log", "--first-parent", "--format=", "--name-only", f"{line[0]}..main", "--", "backend")
-    assert set(changed.split()) == {path}
+    assert set(changed.split()) == paths
 
 
 def test_the_revert_is_githubs_and_restores_the_bug_exactly(demo: Demo) -> None:

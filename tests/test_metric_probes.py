@@ -7,15 +7,18 @@ from __future__ import annotations
 import json
 import sqlite3
 import statistics
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from demo_histories import DemoHistories
 from gitrepo import GitRepo
 from test_targets import PROJECT_ROOT, mylib, mylib_repo, mylib_store, run_json, write_config
 
 from probes import ProbeContext, get_probe, run_probe
 from tracker.core.verdicts import Outcome
+from tracker.perf.rank import Call, compare
 
 
 @pytest.fixture
@@ -131,3 +134,29 @@ def test_the_demo_latency_probe_times_decode_and_target_verify_of_each_batch() -
     small, large = results["bs4-p16"].samples, results["bs16-p64"].samples
     for metric in ("decode_us", "target_verify_us"):  # the fastest sample: what other load adds only slows
         assert min(large[metric]) > min(small[metric]), metric
+
+
+def latency_at(repo: Path, sha: str, where: Path) -> dict[str, list[float]]:
+    """``demo_latency``'s samples (case bs4-p16) at ``sha`` of the demo history, run in-process."""
+    where.mkdir()
+    archive = subprocess.run(["git", "-C", str(repo), "archive", sha], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(where)], input=archive, check=True)
+    [result] = run_probe(get_probe("demo_latency"), ProbeContext(root=where), ["bs4-p16"])
+    assert result.result.outcome is Outcome.PASS, result
+    return result.result.samples
+
+
+@pytest.mark.slow
+def test_the_demo_historys_planted_slowdown_is_slower_by_the_rank_test_and_its_fix_is_not(
+    demo_histories: DemoHistories, tmp_path: Path
+) -> None:
+    repo, manifest = demo_histories.shared(60)
+    assert manifest.slowdown is not None
+    metric = manifest.slowdown.metric
+    before = latency_at(repo, f"{manifest.slowdown.commit}~1", tmp_path / "before")[metric]
+    slow = latency_at(repo, manifest.slowdown.commit, tmp_path / "slow")[metric]
+    fixed = latency_at(repo, manifest.slowdown.fix, tmp_path / "fixed")[metric]
+    planted = compare(before, slow, threshold=0.05)
+    assert planted.call is Call.SLOWER and planted.effect.low > 0.2, planted
+    assert compare(slow, fixed).call is Call.NOT_SLOWER
+    assert compare(before, fixed, threshold=0.2).call is not Call.SLOWER

@@ -92,6 +92,33 @@ BROKEN_IMPORT = Edit(
 )
 """Makes ``import backend`` fail: the untestable stretch."""
 
+
+@dataclass(frozen=True)
+class Slowdown:
+    """A planted slowdown: the same results, more work; ``metric`` of ``probe`` shows it."""
+
+    name: str
+    probe: str
+    metric: str
+    description: str
+    edit: Edit
+
+
+WHOLE_ROW_GATHER = Slowdown(
+    name="whole_row_gather",
+    probe="demo_latency",
+    metric="decode_us",
+    description=(
+        "the torch kernel gathers the KV of every page of a request's page-table row, not only the pages "
+        "its tokens fill, and slices them after: the same output, many times the copying"
+    ),
+    edit=Edit(
+        "backend/kernels/torch_paged.py",
+        "            pages = metadata.page_table[b, : ceil_div(kv_len, page)].long()\n",
+        "            pages = metadata.page_table[b].long()\n",
+    ),
+)
+
 BUGS = (TARGET_VERIFY_OVERWRITE, SWA_PARTIAL_PAGE, DECODE_STALE_PAGE)
 BUGS_BY_NAME = {bug.name: bug for bug in BUGS}
 

@@ -20,6 +20,7 @@ from tracker.demo.bugs import (
     DECODE_STALE_PAGE,
     SWA_PARTIAL_PAGE,
     TARGET_VERIFY_OVERWRITE,
+    WHOLE_ROW_GATHER,
     Edit,
     apply_edits,
     read_tree,
@@ -34,7 +35,7 @@ from tracker.demo.content import (
     SideBranch,
 )
 from tracker.demo.fast_import import FastImportStream, Signature, fast_import, git
-from tracker.demo.manifest import BugSpan, DemoManifest, FlakyStretch, Untestable
+from tracker.demo.manifest import BugSpan, DemoManifest, FlakyStretch, SlowdownSpan, Untestable
 from tracker.demo.target import write_demo_config
 
 DEFAULT_COMMITS = 150
@@ -55,7 +56,9 @@ class StoryPlan:
     import_mended: int
     swa_introduced: int
     target_verify_introduced: int
+    slowdown_introduced: int
     swa_fixed: int
+    slowdown_fixed: int
     faq_merge: int
     target_verify_fixed: int
     target_verify_reverted: int
@@ -77,8 +80,10 @@ class StoryPlan:
         import_mended = import_broken + 4
         swa_introduced = at(0.20, import_mended)
         target_verify_introduced = at(0.28, swa_introduced)
-        swa_fixed = at(0.45, target_verify_introduced)
-        faq_merge = at(0.55, swa_fixed)
+        slowdown_introduced = at(0.38, target_verify_introduced)
+        swa_fixed = at(0.45, slowdown_introduced)
+        slowdown_fixed = at(0.50, swa_fixed)
+        faq_merge = at(0.55, slowdown_fixed)
         target_verify_fixed = at(0.62, faq_merge)
         target_verify_reverted = target_verify_fixed + 2
         target_verify_relanded = at(0.80, target_verify_reverted)
@@ -90,7 +95,9 @@ class StoryPlan:
             import_mended=import_mended,
             swa_introduced=swa_introduced,
             target_verify_introduced=target_verify_introduced,
+            slowdown_introduced=slowdown_introduced,
             swa_fixed=swa_fixed,
+            slowdown_fixed=slowdown_fixed,
             faq_merge=faq_merge,
             target_verify_fixed=target_verify_fixed,
             target_verify_reverted=target_verify_reverted,
@@ -127,7 +134,13 @@ class Merge:
 Step = Change | Revert | Merge
 
 # Edits are always applied in this order, so a set of planted edits gives one tree.
-EDIT_ORDER = (BROKEN_IMPORT, SWA_PARTIAL_PAGE.edit, TARGET_VERIFY_OVERWRITE.edit, DECODE_STALE_PAGE.edit)
+EDIT_ORDER = (
+    BROKEN_IMPORT,
+    SWA_PARTIAL_PAGE.edit,
+    TARGET_VERIFY_OVERWRITE.edit,
+    DECODE_STALE_PAGE.edit,
+    WHOLE_ROW_GATHER.edit,
+)
 
 
 def _story(plan: StoryPlan) -> dict[int, Step]:
@@ -153,6 +166,12 @@ def _story(plan: StoryPlan) -> dict[int, Step]:
         ),
         plan.decode_fixed: Change(
             "Copy the decode page table for the newest token too", remove=(DECODE_STALE_PAGE.edit,)
+        ),
+        plan.slowdown_introduced: Change(
+            "Index each request's whole page-table row in the torch kernel", plant=(WHOLE_ROW_GATHER.edit,)
+        ),
+        plan.slowdown_fixed: Change(
+            "Gather only the pages a request's tokens fill in the torch kernel", remove=(WHOLE_ROW_GATHER.edit,)
         ),
     }
 
@@ -339,4 +358,10 @@ def _manifest(plan: StoryPlan, shas: list[str]) -> DemoManifest:
             fixed=shas[plan.decode_fixed],
         ),
         merges=(shas[plan.docs_merge], shas[plan.faq_merge]),
+        slowdown=SlowdownSpan(
+            commit=shas[plan.slowdown_introduced],
+            fix=shas[plan.slowdown_fixed],
+            probe=WHOLE_ROW_GATHER.probe,
+            metric=WHOLE_ROW_GATHER.metric,
+        ),
     )

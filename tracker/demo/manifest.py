@@ -42,6 +42,16 @@ class FlakyStretch:
 
 
 @dataclass(frozen=True)
+class SlowdownSpan:
+    """The commit that makes ``probe``'s ``metric`` slower (same results, more work), and its fix."""
+
+    commit: str
+    fix: str
+    probe: str
+    metric: str
+
+
+@dataclass(frozen=True)
 class DemoManifest:
     """What a demo history holds, by SHA: the ground truth that bisects and scans are checked against."""
 
@@ -52,6 +62,8 @@ class DemoManifest:
     untestable: Untestable
     flaky: FlakyStretch
     merges: tuple[str, ...]
+    slowdown: SlowdownSpan | None = None
+    """None in a manifest written before the demo planted one."""
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -70,6 +82,7 @@ class DemoManifest:
             untestable=Untestable(**data["untestable"]),
             flaky=FlakyStretch(**data["flaky"]),
             merges=tuple(data["merges"]),
+            slowdown=SlowdownSpan(**data["slowdown"]) if data.get("slowdown") else None,
         )
 
 
