@@ -56,12 +56,12 @@ class StoryPlan:
     import_mended: int
     swa_introduced: int
     target_verify_introduced: int
-    slowdown_introduced: int
     swa_fixed: int
-    slowdown_fixed: int
     faq_merge: int
     target_verify_fixed: int
     target_verify_reverted: int
+    slowdown_introduced: int
+    slowdown_fixed: int
     target_verify_relanded: int
     decode_introduced: int
     decode_fixed: int
@@ -80,13 +80,13 @@ class StoryPlan:
         import_mended = import_broken + 4
         swa_introduced = at(0.20, import_mended)
         target_verify_introduced = at(0.28, swa_introduced)
-        slowdown_introduced = at(0.38, target_verify_introduced)
-        swa_fixed = at(0.45, slowdown_introduced)
-        slowdown_fixed = at(0.50, swa_fixed)
-        faq_merge = at(0.55, slowdown_fixed)
+        swa_fixed = at(0.45, target_verify_introduced)
+        faq_merge = at(0.55, swa_fixed)
         target_verify_fixed = at(0.62, faq_merge)
         target_verify_reverted = target_verify_fixed + 2
-        target_verify_relanded = at(0.80, target_verify_reverted)
+        slowdown_introduced = at(0.68, target_verify_reverted)
+        slowdown_fixed = at(0.74, slowdown_introduced)
+        target_verify_relanded = at(0.80, slowdown_fixed)
         decode_introduced = at(0.85, target_verify_relanded)
         return cls(
             commits=commits,
@@ -95,12 +95,12 @@ class StoryPlan:
             import_mended=import_mended,
             swa_introduced=swa_introduced,
             target_verify_introduced=target_verify_introduced,
-            slowdown_introduced=slowdown_introduced,
             swa_fixed=swa_fixed,
-            slowdown_fixed=slowdown_fixed,
             faq_merge=faq_merge,
             target_verify_fixed=target_verify_fixed,
             target_verify_reverted=target_verify_reverted,
+            slowdown_introduced=slowdown_introduced,
+            slowdown_fixed=slowdown_fixed,
             target_verify_relanded=target_verify_relanded,
             decode_introduced=decode_introduced,
             decode_fixed=at(0.93, decode_introduced),
