@@ -21,7 +21,6 @@ ratio of the scan's wall time to the loop's (target <= 0.25). ``--git-bisect GOO
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import re
@@ -203,8 +202,7 @@ def backend_file(probe: str) -> str | None:
     """``python/sglang/.../<backend>.py`` of a family probe (``sglang_<backend>_<mode>``)."""
     for name in family.BACKENDS:
         if probe.startswith(f"sglang_{name}_"):
-            module = importlib.import_module(f"probes.sglang.backends.{name}").ADAPTER.module
-            return "python/" + module.replace(".", "/") + ".py"
+            return "python/" + family.revision_module(name).replace(".", "/") + ".py"
     return None
 
 

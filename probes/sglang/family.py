@@ -15,6 +15,7 @@ calls :func:`checked` with that adapter. Its CPU kernel versions join ``KNOWN_KE
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +75,12 @@ DESCRIPTIONS = {
     TARGET_VERIFY: "target-verify graph metadata with T != N and topk 2",
     DRAFT_EXTEND: "draft-extend graph metadata",
 }
+
+
+def revision_module(backend: str) -> str:
+    """The SGLang module that defines ``backend`` (its adapter's; importing the adapter loads torch)."""
+    adapter: Adapter = importlib.import_module(f"probes.sglang.backends.{backend}").ADAPTER
+    return adapter.module
 
 
 def probe_name(backend: str, mode: str) -> str:

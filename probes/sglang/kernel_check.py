@@ -18,7 +18,7 @@ import torch
 
 from probes.api import ProbeContext
 from probes.loader import revision
-from probes.sglang.family import BACKENDS
+from probes.sglang.family import BACKENDS, revision_module
 from probes.sglang.loader import load_sglang
 
 SENTINEL = -7
@@ -57,8 +57,7 @@ def check_kernels(ctx: ProbeContext, seed: int = 0) -> list[KernelComparison]:
     with revision(ctx.import_paths):
         loaded = load_sglang(ctx, stub_gpu_libraries=False)
         try:
-            for backend in BACKENDS:
-                module = importlib.import_module(f"probes.sglang.backends.{backend}").ADAPTER.module
+            for module in map(revision_module, BACKENDS):
                 if loaded.has_source(module):
                     loaded.module(module)
             for qualified in sorted(loaded.ledger.substituted):
