@@ -16,6 +16,7 @@ from cli_in import regtrack
 from sglang_shaped.flashinfer import Bug, Variant, build_flashinfer_history, write_tree
 
 from probes import ProbeContext, get_probe, run_probe, summarize
+from probes.sglang.backends.flashinfer_read import unpacked
 from probes.sglang.family import BACKENDS, probe_name
 from probes.sglang.kernels_flashinfer import (
     BatchDecodeWithPagedKVCacheWrapper,
@@ -154,12 +155,6 @@ def test_a_graph_wrapper_refuses_another_batch_size_or_too_many_indices() -> Non
         wrapper.plan(torch.tensor([0, 3, 5]), torch.arange(5), torch.ones(2, dtype=torch.int32), 8, 2, 64, 1)
 
 
-def unpack_mask(packed: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
-    """The ``[rows, cols]`` bool mask of one request's packed bits (little bit order)."""
-    bits = (packed.to(torch.int32)[:, None] >> torch.arange(8)[None, :]) & 1
-    return bits.reshape(-1)[: rows * cols].reshape(rows, cols).bool()
-
-
 def test_a_graph_prefill_plan_packs_each_request_s_mask_and_keeps_its_row_count() -> None:
     wrapper = BatchPrefillWithPagedKVCacheWrapper(
         None,
@@ -178,7 +173,7 @@ def test_a_graph_prefill_plan_packs_each_request_s_mask_and_keeps_its_row_count(
     mask = torch.cat([first.reshape(-1), second.reshape(-1)])
     wrapper.plan(qo, kv, torch.arange(8), torch.ones(2, dtype=torch.int32), 8, 2, 64, 1, custom_mask=mask)
     assert wrapper._mask_indptr_buf.tolist() == [0, 1, 3]
-    assert torch.equal(unpack_mask(wrapper._custom_mask_buf[0:1], 2, 3), first)
-    assert torch.equal(unpack_mask(wrapper._custom_mask_buf[1:3], 2, 5), second)
+    assert torch.equal(unpacked(wrapper._custom_mask_buf[0:1], 6).reshape(2, 3), first)
+    assert torch.equal(unpacked(wrapper._custom_mask_buf[1:3], 10).reshape(2, 5), second)
     with pytest.raises(PlanRejected, match="more query rows than captured"):
         wrapper.plan(torch.tensor([0, 3, 6]), kv, torch.arange(8), torch.ones(2, dtype=torch.int32), 8, 2, 64, 1)

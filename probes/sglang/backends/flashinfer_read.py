@@ -47,8 +47,12 @@ def masked_rows(
         return "mask_indptr does not match q_len x kv_len"
     seen = []
     for r in range(rows):
-        packed = b["mask"][int(indptr[r]) : int(indptr[r + 1])].to(torch.int32)
-        bits = ((packed[:, None] >> torch.arange(8)[None, :]) & 1).reshape(-1).bool()
-        mask = bits[: q_lens[r] * layout.kv_lens[r]].reshape(q_lens[r], layout.kv_lens[r])
-        seen += [layout.kv_slots[r][row] for row in mask]
+        bits = unpacked(b["mask"][int(indptr[r]) : int(indptr[r + 1])], q_lens[r] * layout.kv_lens[r])
+        seen += [layout.kv_slots[r][row] for row in bits.reshape(q_lens[r], layout.kv_lens[r])]
     return seen
+
+
+def unpacked(packed: torch.Tensor, count: int) -> torch.Tensor:
+    """The first ``count`` bits of one request's packed mask (little bit order), as bools."""
+    bits = (packed.to(torch.int32)[:, None] >> torch.arange(8)[None, :]) & 1
+    return bits.reshape(-1).bool()[:count]

@@ -3,11 +3,15 @@ metadata under a CUDA graph.
 
 The backend hands each wrapper's ``plan`` the request layout, which a wrapper made for CUDA graphs
 copies into fixed buffers that the captured kernel reads. Here the real wrappers (decode for
-decode; paged prefill for target verify, with the backend's packed custom mask, and for draft
+decode; paged prefill for target verify, with the backend's custom mask, and for draft
 extend) get fixed buffers of their own, are planned with what the revision's wrappers held at
 capture, captured, and replanned with what they held after the scenario's replay (``qo_indptr``,
-``kv_indptr``, ``kv_indices``, ``last_page_len``, the mask bytes, the plan's page size and
+``kv_indptr``, ``kv_indices``, ``last_page_len``, the mask, the plan's page size and
 causality) before ``graph.replay()``.
+
+The mask is handed unpacked, as SGLang hands it (``custom_mask=``): given a packed mask instead,
+FlashInfer 0.7.2 keeps ``mask_indptr`` in bits where its kernel reads bytes, so every request
+after the first would read another request's bits.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any
 import torch
 
 from probes.api import ProbeContext, ProbeResult
+from probes.sglang.backends import flashinfer_read as read_buffers
 from probes.sglang.backends.flashinfer import ADAPTER, Served, WrapperRead
 from probes.sglang.gpu import judge
 from probes.sglang.gpu.reference import HEAD_DIM, KV_DTYPE, KV_HEADS, Q_HEADS, SM_SCALE, WORKSPACE_BYTES, Inputs
@@ -36,7 +41,8 @@ class WrapperPlan:
     page_size: int
     qo_indptr: torch.Tensor | None = None
     """Prefill only."""
-    packed_mask: torch.Tensor | None = None
+    custom_mask: torch.Tensor | None = None
+    """Prefill only: the requests' masks, flat and unpacked."""
     causal: bool = False
 
     def keywords(self) -> dict[str, Any]:
@@ -44,8 +50,8 @@ class WrapperPlan:
         found: dict[str, Any] = {"sm_scale": SM_SCALE, "q_data_type": KV_DTYPE, "kv_data_type": KV_DTYPE}
         if self.qo_indptr is not None:
             found["causal"] = self.causal
-            if self.packed_mask is not None:
-                found["packed_custom_mask"] = self.packed_mask
+            if self.custom_mask is not None:
+                found["custom_mask"] = self.custom_mask
         return found
 
 
@@ -77,10 +83,10 @@ class FlashInferAttention(judge.Kernel):
         )
         if not scalars["prefill"]:
             return plan
+        qo_indptr = tensors["qo_indptr"][: bs + 1].to(torch.int32)
         mask = None
         if scalars["mask"] and "mask" in tensors and "mask_indptr" in tensors:
-            mask = tensors["mask"][: int(tensors["mask_indptr"][bs])]
-        qo_indptr = tensors["qo_indptr"][: bs + 1].to(torch.int32)
+            mask = _unpacked_mask(tensors["mask"], tensors["mask_indptr"], qo_indptr, plan)
         return WrapperPlan(
             kv_indptr, plan.kv_indices, plan.last_page_len, plan.page_size, qo_indptr, mask, bool(scalars["causal"])
         )
@@ -129,7 +135,7 @@ def _wrapper(replayed: Replayed, plan: WrapperPlan, device: torch.device) -> Any
             paged_kv_last_page_len_buffer=last,
         )
     masked = {}
-    if plan.packed_mask is not None:
+    if plan.custom_mask is not None:
         masked = {
             "custom_mask_buf": torch.zeros(tensors["mask"].numel(), dtype=torch.uint8, device=device),
             "mask_indptr_buf": torch.zeros(bs + 1, dtype=torch.int32, device=device),
@@ -145,6 +151,20 @@ def _wrapper(replayed: Replayed, plan: WrapperPlan, device: torch.device) -> Any
         backend="fa2",
         **masked,
     )
+
+
+def _unpacked_mask(
+    packed: torch.Tensor, mask_indptr: torch.Tensor, qo_indptr: torch.Tensor, plan: WrapperPlan
+) -> torch.Tensor:
+    """The flat bool mask SGLang would hand ``plan``, from the revision's packed bytes."""
+    bs = qo_indptr.numel() - 1
+    kv_lens = read_buffers.layout(plan.kv_indptr, plan.kv_indices, plan.last_page_len, plan.page_size, bs).kv_lens
+    q_lens = (qo_indptr[1:] - qo_indptr[:-1]).tolist()
+    segments = [
+        read_buffers.unpacked(packed[int(mask_indptr[r]) : int(mask_indptr[r + 1])], q_lens[r] * kv_lens[r])
+        for r in range(bs)
+    ]
+    return torch.cat(segments)
 
 
 KERNEL = FlashInferAttention()
