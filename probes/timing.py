@@ -1,7 +1,10 @@
 """Samples of a call's time, for metric probes.
 
 On the CPU each sample is ``time.perf_counter_ns`` around one call, with the process pinned to one
-core while it is timed where the OS allows it (a migration between cores is noise of its own). On
+core while it is timed where the OS allows it (a migration between cores is noise of its own), and
+torch, where it is loaded, on one intra-op thread: its pool's threads sharing that one core would
+spin against each other, and made the demo's decode replays of one tree differ by 60 % between
+processes. On
 the GPU each sample is a pair of CUDA events around one call (a replayed CUDA graph, warmed up
 first), at the clocks the GPU runs at: they are recorded with the environment, not set here.
 """
@@ -9,6 +12,7 @@ first), at the clocks the GPU runs at: they are recorded with the environment, n
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -19,8 +23,9 @@ WARMUP = 3
 
 @contextmanager
 def pinned() -> Iterator[int | None]:
-    """This process on one core of those it may run on (the last), restored after; yields the
-    core, or None where affinity cannot be set (not Linux, or refused)."""
+    """This process on one core of those it may run on (the last), and a loaded torch on one
+    thread, restored after; yields the core, or None where affinity cannot be set (not Linux, or
+    refused)."""
     if not hasattr(os, "sched_getaffinity"):
         yield None
         return
@@ -31,9 +36,15 @@ def pinned() -> Iterator[int | None]:
     except OSError:
         yield None
         return
+    torch = sys.modules.get("torch")
+    threads = torch.get_num_threads() if torch is not None else None
     try:
+        if torch is not None:
+            torch.set_num_threads(1)
         yield core
     finally:
+        if torch is not None and threads is not None:
+            torch.set_num_threads(threads)
         os.sched_setaffinity(0, allowed)
 
 
