@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 import tracker.bisecting as bisecting
+import tracker.metric_bisect as metric_bisect
 import tracker.probing as api
 from tracker.bisect_options import BisectOptions
 from tracker.cli import progress, render
@@ -128,6 +130,18 @@ def run(
 )
 @click.option("--fresh", is_flag=True, help=FRESH_HELP)
 @click.option(
+    "--metric",
+    metavar="PROBE:METRIC",
+    help="Bisect a slowdown of a metric probe's metric instead of a failure: a step is bad when its samples are "
+    "slower than --good's by more than --threshold (a rank test, more samples where it is unclear).",
+)
+@click.option(
+    "--threshold",
+    default="5%",
+    show_default=True,
+    help="With --metric: the smallest slowdown that counts, as 5% or 0.05.",
+)
+@click.option(
     "--verify/--no-verify",
     default=None,
     help=VERIFY_HELP.format("the culprit")
@@ -151,6 +165,8 @@ def bisect(
     max_runs: int | None,
     assume_ends: bool,
     fresh: bool,
+    metric: str | None,
+    threshold: str,
     verify: bool | None,
     repo: Path | None,
     target: str | None,
@@ -160,10 +176,17 @@ def bisect(
     """Find the first bad commit between --good and --bad (first-parent), reusing stored results.
 
     With --find-fix, the first fixed commit after --bad (older, failing) up to --good (passing).
+    With --metric PROBE:METRIC, the first commit slower than --good by more than --threshold.
     With --workers W, W revisions are probed side by side in each round (one worker per GPU).
     --resume continues the newest unfinished bisect with the options it was started with."""
     if resume == bool(good or bad) or (not resume and not (good and bad)):
         raise click.UsageError("give both --good and --bad, or --resume alone")
+    if metric is not None:
+        selection = api.Selection(repo, target, fresh=fresh)
+        _bisect_metric(ctx, selection, metric, threshold, good or "", bad or "", find_fix, verify, as_json, execution)
+        return
+    if ctx.get_parameter_source("threshold") is ParameterSource.COMMANDLINE:
+        raise UsageError("--threshold applies to a --metric bisect; add --metric PROBE:METRIC or drop --threshold")
     if resume and (given := given_with_resume(ctx)):
         raise UsageError(f"--resume continues a bisect with the options it was started with; drop {' '.join(given)}")
     options = execution_settings(**execution)
@@ -176,6 +199,55 @@ def bisect(
         emit_json(report.to_json())
     else:
         out.print(render.bisect_summary(report))
+    sys.exit(report.exit_status)
+
+
+METRIC_FLAGS_NOT_TAKEN = {
+    "resume": "--resume",
+    "probe_name": "--probe",
+    "command": "--command",
+    "strategy": "--strategy",
+    "confidence": "--confidence",
+    "max_runs": "--max-runs",
+    "assume_ends": "--assume-ends",
+    "workers": "--workers",
+}
+
+
+def _bisect_metric(
+    ctx: click.Context,
+    selection: api.Selection,
+    metric: str,
+    threshold: str,
+    good: str,
+    bad: str,
+    find_fix: bool,
+    verify: bool | None,
+    as_json: bool,
+    execution: dict[str, Any],
+) -> None:
+    """``bisect --metric``: one search of samples, its ends measured and its steps sampled as the rank test asks."""
+    typed = [name for name in METRIC_FLAGS_NOT_TAKEN if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE]
+    given = [METRIC_FLAGS_NOT_TAKEN[name] for name in typed]
+    if given:
+        raise UsageError(f"a --metric bisect samples each step as its rank test asks; drop {' '.join(given)}")
+    options = execution_settings(**execution)
+    with progress.Reporter(err, "bisect") as reporter:
+        report = metric_bisect.bisect_metric(
+            selection,
+            metric,
+            good,
+            bad,
+            threshold=metric_bisect.parse_threshold(threshold),
+            find_fix=find_fix,
+            options=options,
+            watch=progress.Watcher(reporter, 1),
+            verify=verify is not False,
+        )
+    if as_json:
+        emit_json(report.to_json())
+    else:
+        out.print(render.metric_bisect_summary(report))
     sys.exit(report.exit_status)
 
 

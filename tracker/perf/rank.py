@@ -47,6 +47,10 @@ class Effect:
     low: float
     high: float
 
+    def said(self) -> str:
+        """``+12.0% [+9.1%, +15.2%]``."""
+        return f"{self.estimate:+.1%} [{self.low:+.1%}, {self.high:+.1%}]"
+
 
 @dataclass(frozen=True)
 class RankComparison:

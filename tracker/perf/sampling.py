@@ -2,7 +2,9 @@
 
 A step starts with ``first`` samples a side; while the rank test calls it unclear, the count doubles
 up to ``most``. A step still unclear at ``most`` is ambiguous: slower by about the threshold, or
-too noisy to say; the bisect treats it as it treats a flaky step.
+too noisy to say; the bisect treats it as it treats a flaky step. A metric bisect's sample is one
+execution (``tracker.metric_bisect``): six a side is the fewest at which a one-sided rank test of
+two cases can reach p < 0.005 each.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ from tracker.perf.rank import MIN_SAMPLES, Call
 
 @dataclass(frozen=True)
 class SamplingRule:
-    first: int = 10
-    most: int = 80
+    first: int = 6
+    most: int = 24
 
     def __post_init__(self) -> None:
         if not MIN_SAMPLES <= self.first <= self.most:
