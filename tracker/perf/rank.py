@@ -22,9 +22,7 @@ import enum
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from statistics import median
-
-from scipy.stats import mannwhitneyu, norm
+from statistics import NormalDist, median
 
 from tracker.core.metrics import Direction
 
@@ -101,6 +99,10 @@ def _slowness(samples: Sequence[float], direction: Direction) -> list[float]:
 def _p(x: list[float], y: list[float], alternative: str) -> float:
     """Mann-Whitney U's p-value under the normal approximation with tie and continuity corrections:
     one method at every size, so a larger shift never gives a larger p-value."""
+    # imported here: scipy.stats takes about a second to import, which every regtrack command
+    # would pay; only a comparison of samples needs it
+    from scipy.stats import mannwhitneyu
+
     if max(x + y) == min(x + y):
         return 1.0
     return float(mannwhitneyu(x, y, alternative=alternative, method="asymptotic").pvalue)
@@ -113,7 +115,7 @@ def _effect(good: list[float], step: list[float], confidence: float) -> Effect:
     if not differences:
         return Effect(math.nan, math.nan, math.nan)
     m, n, total = len(step), len(good), len(differences)
-    z = float(norm.ppf(1 - (1 - confidence) / 2))
+    z = NormalDist().inv_cdf(1 - (1 - confidence) / 2)
     k = max(int(math.floor(m * n / 2 - z * math.sqrt(m * n * (m + n + 1) / 12))), 0)
     low, high = differences[k], differences[total - 1 - k]
     return Effect(math.expm1(median(differences)), math.expm1(low), math.expm1(high))
