@@ -1,6 +1,8 @@
 """The demo backend's latency: a decode and a target-verify graph replay, timed; the check is
 ``probes.demo_backend.judges.latency``. A metric probe, not among the correctness probes the demo
-target lists: ask for it by name (``--probe demo_latency``)."""
+target lists: ask for it by name (``--probe demo_latency``). It times the backend's own torch
+kernel on every device, so that the CPU and the GPU time the same code (on CUDA the backend would
+otherwise pick FlashInfer's XQA, which is not the demo's code to regress)."""
 
 from __future__ import annotations
 
@@ -9,11 +11,11 @@ from tracker.core.metrics import Direction, Metric
 
 PROBE = Probe(
     name="demo_latency",
-    version=1,
+    version=2,
     description="decode and target-verify graph replays of the demo backend, timed",
     cases=(
-        Case("bs4-p16", dict(bs=4, page=16, kv=320, draft_tokens=4)),
-        Case("bs16-p64", dict(bs=16, page=64, kv=640, draft_tokens=4)),
+        Case("bs4-p16", dict(bs=4, page=16, kv=320, draft_tokens=4, kernel="torch")),
+        Case("bs16-p64", dict(bs=16, page=64, kv=640, draft_tokens=4, kernel="torch")),
     ),
     check="probes.demo_backend.judges.latency:check",
     requires=("torch",),
