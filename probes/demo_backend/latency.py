@@ -7,21 +7,24 @@ otherwise pick FlashInfer's XQA, which is not the demo's code to regress)."""
 from __future__ import annotations
 
 from probes.api import Case, Probe
+from probes.registry import register
 from tracker.core.metrics import Direction, Metric
 
-PROBE = Probe(
-    name="demo_latency",
-    version=2,
-    description="decode and target-verify graph replays of the demo backend, timed",
-    cases=(
-        Case("bs4-p16", dict(bs=4, page=16, kv=320, draft_tokens=4, kernel="torch")),
-        Case("bs16-p64", dict(bs=16, page=64, kv=640, draft_tokens=4, kernel="torch")),
-    ),
-    check="probes.demo_backend.judges.latency:check",
-    requires=("torch",),
-    metrics=(
-        Metric("decode_us", "us", Direction.LOWER_IS_BETTER),
-        Metric("target_verify_us", "us", Direction.LOWER_IS_BETTER),
-    ),
-    repeat=15,
+PROBE = register(
+    Probe(
+        name="demo_latency",
+        version=2,
+        description="decode and target-verify graph replays of the demo backend, timed",
+        cases=(
+            Case("bs4-p16", dict(bs=4, page=16, kv=320, draft_tokens=4, kernel="torch")),
+            Case("bs16-p64", dict(bs=16, page=64, kv=640, draft_tokens=4, kernel="torch")),
+        ),
+        check="probes.demo_backend.judges.latency:check",
+        requires=("torch",),
+        metrics=(
+            Metric("decode_us", "us", Direction.LOWER_IS_BETTER),
+            Metric("target_verify_us", "us", Direction.LOWER_IS_BETTER),
+        ),
+        repeat=15,
+    )
 )
