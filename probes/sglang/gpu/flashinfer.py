@@ -109,7 +109,7 @@ class FlashInferAttention(judge.Kernel):
                 KV_HEADS,
                 HEAD_DIM,
                 arguments.page_size,
-                **arguments.keywords(),
+                **{k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in arguments.keywords().items()},
             )
 
         plan(captured)
