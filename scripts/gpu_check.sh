@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Every GPU check of the project in one device call; logs under $OUT (default: ./gpu-out).
 #
+#   EXTRA_WHEELS="msgspec==0.23.0" bash ../shared/device/prepare-bundle.sh   # once, on the CPU machine
 #   source .device-bundle/setup.sh && bash scripts/gpu_check.sh [--sglang]
 #
+# The GPU image lacks msgspec, which the config loader needs (the CLI does not start without it);
+# it has scipy, which a metric bisect needs.
 # --sglang runs section 4 alone.
 # 1. tests marked gpu (the demo probes at HEAD and on each planted bug, the attention comparison
 #    against an fp32 reference, a known-wrong mask that must fail);
