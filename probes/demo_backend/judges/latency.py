@@ -27,7 +27,7 @@ def _timed(bk: Any, ctx: ProbeContext, params: Mapping[str, Any], mode: Any) -> 
     """Samples of one replay of ``params["bs"]`` requests of up to ``params["kv"]`` tokens."""
     bs, N = params["bs"], params["draft_tokens"]
     T = 1 if mode is bk.ForwardMode.DECODE else N
-    scn = make_scenario(bk, ctx, page_size=params["page"], draft_tokens=N, kernel=params.get("kernel", "auto"))
+    scn = make_scenario(bk, ctx, page_size=params["page"], draft_tokens=N)
     runner = bk.GraphRunner(scn.backend, mode, [bs], T)
     runner.capture()
     seq_lens = scn.random_lengths(bs, params["kv"] // 2, params["kv"] - T)
