@@ -31,13 +31,9 @@ json.dump({"samples": {"spin_us": samples}}, open(os.environ["REGTRACK_METRICS"]
 """
 
 
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    return mylib_store(tmp_path, monkeypatch)
-
-
-@pytest.fixture
-def repo(tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> GitRepo:
+def noise_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GitRepo:
+    """An empty repository with a store of its own, whose target's probe ``spin`` is ``NOISE``."""
+    mylib_store(tmp_path, monkeypatch)
     repo = mylib_repo(tmp_path, monkeypatch)
     (repo.path / "regtrack.toml").write_text(
         '[targets.lib]\nrepo = "."\npaths = ["src", "noise.py"]\n'
@@ -47,6 +43,11 @@ def repo(tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> GitRepo
         "repeat = 5\n"
     )
     return repo
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GitRepo:
+    return noise_repo(tmp_path, monkeypatch)
 
 
 def history(repo: GitRepo, values: list[int]) -> list[str]:

@@ -1,16 +1,12 @@
 """``regtrack bisect --metric PROBE:METRIC``: the first commit that made a metric slower.
 
-The unit of evidence is one execution: each case of each complete attempt at a step's tree gives
-one value, the median of the ``repeat`` samples it stored. The samples of one process are not
-independent of each other: on the CPU machine, seven processes timing one demo tree gave
-per-process medians from 1.6 to 3.4 ms, while within a process they spread by a few percent, so a
-rank test over pooled samples called an unchanged tree 44 % slower. Set against the good end's
+The unit of evidence is one execution (``tracker.metric_samples``). Set against the good end's
 values by the rank test (``tracker.perf``), a step is bad when slower by more than the threshold,
 good when not, and while unclear it is measured again, one execution at a time, up to the
 sampling rule's bound; a step still unclear there is ambiguous and goes to the search as
 untestable, as ``git bisect skip`` does, so that an ambiguous neighbour leaves candidates rather
-than a wrong culprit. Every complete stored attempt counts, so a bisect asked again, or started
-again after a crash, spends only what the store lacks.
+than a wrong culprit. A bisect asked again, or started again after a crash, spends only what the
+store lacks.
 
 The bad end is judged first: where it is not shown slower than the good end by more than the
 threshold, the answer is "no regression" and nothing else runs. The culprit's effect is its
@@ -25,16 +21,16 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from statistics import median
 
 from tracker.bisect_options import searched
 from tracker.core.errors import UsageError
 from tracker.core.exits import ExitStatus
 from tracker.core.metrics import Metric
 from tracker.core.records import CommitInfo
-from tracker.core.verdicts import Outcome, Verdict
+from tracker.core.verdicts import Verdict
 from tracker.core.verification import Verification, VerificationStatus
 from tracker.measure import Prober
+from tracker.metric_samples import Sampler, Untestable
 from tracker.perf.cases import CaseCalls, Samples, fewest, judge_cases
 from tracker.perf.rank import Call, Effect
 from tracker.perf.sampling import SamplingRule
@@ -88,53 +84,6 @@ def metric_of(prober: Prober, name: str) -> Metric:
         said = f"declares {', '.join(declared)}" if declared else "is no metric probe (it declares no metrics)"
         raise UsageError(f"probe {prober.probe.name!r} {said}; pass --metric {prober.probe.name}:<one of its metrics>")
     return declared[name]
-
-
-@dataclass(frozen=True)
-class Untestable:
-    """A revision whose probe did not pass, so its samples say nothing."""
-
-    reason: str
-
-
-class Sampler:
-    """One metric at revisions through ``prober``: a value per case of every complete stored
-    attempt (the median of its samples), and new attempts while a revision has fewer than it is
-    asked for."""
-
-    def __init__(self, prober: Prober, metric: str) -> None:
-        self.prober, self.metric = prober, metric
-        self.reused = 0
-        """Executions that were stored before this sampler first looked at their tree."""
-        self._seen: set[str] = set()
-
-    def stored(self, tree: str) -> Samples | Untestable:
-        pooled: dict[str, list[float]] = {case: [] for case in self.prober.case_ids}
-        for attempt in self.prober.attempts(tree):
-            if not attempt.complete(self.prober.case_ids):
-                continue
-            for case, run in attempt.runs.items():
-                if case not in pooled:
-                    continue
-                if run.outcome is not Outcome.PASS:
-                    return Untestable(f"{case}: {run.outcome.value} ({run.signature or 'no signature'})")
-                if values := run.samples.get(self.metric):
-                    pooled[case].append(median(values))
-        return pooled
-
-    def draw(self, sha: str, tree: str, at_least: int) -> Samples | Untestable:
-        """At least ``at_least`` values a case (fewer only where a new attempt adds none)."""
-        while True:
-            samples = self.stored(tree)
-            if tree not in self._seen and not isinstance(samples, Untestable):
-                self._seen.add(tree)
-                self.reused += fewest(samples)
-            if isinstance(samples, Untestable) or fewest(samples) >= at_least:
-                return samples
-            before = self.prober.executions
-            self.prober.measure(sha, tree, rerun=fewest(samples) > 0)
-            if self.prober.executions == before:
-                return samples
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from tracker.core.records import CommitInfo, StretchRecord, TransitionRecord, st
 from tracker.core.results import ProbeScan, ScanReport
 from tracker.core.verdicts import State, Verdict, state_of
 from tracker.measure import Prober
+from tracker.metric_history import metric_history
 from tracker.search.pairing import Pair, is_revert, pair_transitions
 from tracker.search.transitions import IndexStretch, IndexTransition, find_transitions, group_runs
 from tracker.targets.revisions import FETCH_MORE, Repo, cut_at
@@ -140,6 +141,9 @@ class Scanner:
             hidden = [runs[ordered[position]] for position in t.candidates[:-1]]
             scan.transitions.append(self._transition(name, t, infos, index, hidden, pairs.get(index)))
         scan.stretches = [_stretch(name, s, infos, [runs[g] for g in ordered]) for s in stretches]
+        if prober.probe.metrics:
+            measured = [(infos[runs[g].start].sha, trees[runs[g].start]) for g in ordered]
+            scan.changes, scan.noise = metric_history(prober, measured)
         return scan
 
     def _transition(

@@ -277,6 +277,12 @@ def scan_summary(report: ScanReport) -> Group:
         parts.append(Text(f"{scan.probe}: {story(scan, report.line)}"))
         for s in scan.stretches:
             parts.append(Text(f"  {s.kind} from {short(s.first)} to {short(s.last)}", style="yellow"))
+        for c in scan.changes:
+            change = f"{c.change:+.1%} [{c.low:+.1%}, {c.high:+.1%}]"
+            said = f"  {c.metric} ({c.case}) {c.way} at {short(c.sha)} since {short(c.previous)}: {change}"
+            parts.append(plain(f"{said} ({c.before} and {c.after} executions)"))
+        for n in scan.noise:
+            parts.append(plain(f"  {n.metric} ({n.case}) noise {n.noise:.1%} over {n.points} revisions"))
     for checked in report.verifications:
         parts.append(plain(f"{checked.probe} regression at {short(checked.culprit)}:"))
         parts += verification_lines(checked)

@@ -13,12 +13,47 @@ from tracker.core.verdicts import State, Verdict
 from tracker.core.verification import Verification
 
 
+@dataclass(frozen=True)
+class MetricChange:
+    """A step in one case's series of one metric: at ``sha`` (the first measured revision of the
+    new level) since ``previous`` (the last one of the old), ``way`` "slower" or "faster", the
+    change from ``previous``'s executions to ``sha``'s (+0.12: 12 % slower) with its interval, and
+    how many executions each of the two held."""
+
+    probe: str
+    metric: str
+    case: str
+    sha: str
+    previous: str
+    way: str
+    change: float
+    low: float
+    high: float
+    before: int
+    after: int
+
+
+@dataclass(frozen=True)
+class SeriesNoise:
+    """How much one case's series of one metric moves between neighbouring revisions with no step:
+    sigma as a fraction, from ``points`` measured revisions."""
+
+    probe: str
+    metric: str
+    case: str
+    noise: float
+    points: int
+
+
 @dataclass
 class ProbeScan:
     probe: str
     states: list[State | None]
     transitions: list[TransitionRecord] = field(default_factory=list)
     stretches: list[StretchRecord] = field(default_factory=list)
+    changes: list[MetricChange] = field(default_factory=list)
+    """A metric probe's steps, each confirmed by the rank test (``tracker.perf.changepoints``)."""
+    noise: list[SeriesNoise] = field(default_factory=list)
 
 
 @dataclass

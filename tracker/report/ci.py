@@ -50,6 +50,8 @@ def scan_json(report: ScanReport) -> dict[str, Any]:
         "transitions": [transition_json(t, report.commits[t.sha]) for t in report.transitions],
         "stretches": [asdict(s) for scan in report.probes for s in scan.stretches],
         "stories": {scan.probe: story(scan, report.line) for scan in report.probes},
+        "change_points": [asdict(change) for scan in report.probes for change in scan.changes],
+        "noise": [asdict(series) for scan in report.probes for series in scan.noise],
         "executions": report.executions,
         "reused": report.reused,
         "verifications": [checked.to_json() for checked in report.verifications],

@@ -1,0 +1,57 @@
+"""Candidate steps along a metric's history, from ruptures' PELT, and the series' noise.
+
+The series is one point per measured revision (the median of its executions' values), on a log
+scale so a step is a ratio. ruptures' PELT with the L2 (mean-shift) cost proposes change points
+under a penalty fixed before looking for a step, ``2 ln(n) sigma^2`` (BIC for a mean shift, two
+parameters a change), ``sigma`` the noise read from the series' first differences (their MAD /
+sqrt 2, which a step moves only once). ``scripts/changepoint_compare.py`` chose it over Apache
+Otava's E-divisive and asv's ``step_detect`` on the same series: it finds 5-10 % steps as often as
+Otava (0.80 / 0.97 at 5 % noise, against 0.78 / 0.97; asv 0.05 / 0.88), is the fastest (0.21 s on
+7,000 commits), and needs only numpy and scipy, where Otava pins numpy 2.2 and scipy below what
+regtrack installs, and brings BigQuery and Slack clients. Its cost is false candidates (0.15-0.23
+a 60-point series without a step): a candidate is only that until the rank test confirms it
+(``tracker.metric_history``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from statistics import median
+
+MIN_POINTS = 4
+"""Fewer measured revisions than this hold no segment of two on each side of a step."""
+MAD_TO_SIGMA = 1.4826
+
+
+def noise(points: Sequence[Sequence[float]]) -> float:
+    """The series' noise as a fraction: sigma of its log-scale points, from first differences."""
+    series = _series(points)
+    return math.expm1(_sigma(series)) if len(series) >= 3 else math.nan
+
+
+def candidates(points: Sequence[Sequence[float]]) -> list[int]:
+    """PELT's change points of a series whose point ``i`` holds its executions' values: the index
+    of the first point after each step."""
+    if len(points) < MIN_POINTS or any(not values for values in points):
+        return []
+    # imported here, as scipy.stats is in tracker.perf.rank: only a metric's history needs them
+    import numpy as np
+    import ruptures
+
+    series = _series(points)
+    penalty = 2 * math.log(len(series)) * max(_sigma(series) ** 2, 1e-12)
+    signal = np.asarray(series, dtype=float).reshape(-1, 1)
+    found = ruptures.KernelCPD(kernel="linear", min_size=1).fit(signal).predict(pen=penalty)
+    return [int(point) for point in found[:-1]]
+
+
+def _series(points: Sequence[Sequence[float]]) -> list[float]:
+    return [math.log(median(values)) for values in points]
+
+
+def _sigma(series: list[float]) -> float:
+    """The noise of a log-scale series from its first differences, robust to a few steps."""
+    differences = [b - a for a, b in zip(series, series[1:])]
+    centre = median(differences)
+    return MAD_TO_SIGMA * median(abs(d - centre) for d in differences) / math.sqrt(2)
