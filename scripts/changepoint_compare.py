@@ -1,7 +1,7 @@
 """Change-point detectors on the same series: Otava, asv unweighted and weighted, ruptures.
 
     python3 -m venv /tmp/cp && /tmp/cp/bin/pip install apache-otava==0.8.0 asv==0.6.6 ruptures
-    /tmp/cp/bin/python scripts/changepoint_compare.py [--trials 40] [--seed 1] [--long 7000]
+    PYTHONPATH=. /tmp/cp/bin/python scripts/changepoint_compare.py [--trials 40] [--seed 1] [--long 7000]
 
 Runs in a virtual environment of its own: Otava pins numpy and scipy below what regtrack installs.
 Each series is 60 commits, each commit's value the median of its 5 samples with log-normal noise of
@@ -20,16 +20,16 @@ Columns:
   a Laplace posterior). asv's fit is a weighted L1 (Potts) one, so a weight scales absolute, not
   squared, deviations: it is 1 / a spread, not 1 / a variance. A weight asv cannot make (zero
   width) counts as missing and ``detect_steps`` puts the median weight in its place.
-- ruptures: PELT with the L2 (mean-shift) cost, minimum segment 2, every index a candidate, run as
-  ``KernelCPD(kernel="linear", min_size=2)``, which is ruptures' C PELT for the same cost as
-  ``Pelt(model="l2", min_size=2, jump=1)`` and gives the same change points, only faster. Penalty,
-  fixed beforehand and blind to the step: ``pen = 2 * ln(n) * sigma**2`` (BIC/SIC for a mean shift
-  of known variance: 2 parameters per change), with ``sigma = 1.4826 * MAD(diff(values)) / sqrt(2)``
-  estimated from the series' first differences. Tried and left out: ruptures' ``Binseg(model="l2")``
-  with the same penalty finds the step as often (within a trial or two) with a little fewer false
-  change points (0.10-0.12 against 0.15-0.23 a step-free series) but takes 3-7 ms a series against
-  0.1-0.2 ms, and 0.5 s on 7,000 commits; the Python ``Pelt(model="l2")`` takes 20-50 ms a series
-  and 10 s on 1,000 commits.
+- ruptures: regtrack's own candidates (``tracker.perf.changepoints.candidates``): PELT with the
+  L2 (mean-shift) cost on the log of each commit's median, segments of one commit or more, run as
+  ``KernelCPD(kernel="linear")``, ruptures' C PELT for the cost of ``Pelt(model="l2", jump=1)``
+  (the same change points, faster). Penalty, fixed beforehand and blind to the step:
+  ``pen = 2 * ln(n) * sigma**2`` (BIC for a mean shift of known variance: 2 parameters a change),
+  with ``sigma = 1.4826 * MAD(diff(values)) / sqrt(2)`` from the series' first differences. These
+  are candidates only: regtrack confirms each by the rank test, which this table does not.
+  Tried and left out: ``Binseg(model="l2")`` with the same penalty finds the step as often with a
+  few fewer false candidates but takes 3-7 ms a series against 0.1-0.2 ms; the Python
+  ``Pelt(model="l2")`` takes 20-50 ms a series and 10 s on 1,000 commits.
 
 For asv, weights of 1 / variance (MAD of the 5 samples) instead of asv's own give 0.8-0.9 false
 change points a step-free series: asv's L1 fit wants 1 / spread.
@@ -47,11 +47,11 @@ import time
 from collections.abc import Callable
 
 import asv.step_detect as asv_steps
-import numpy as np
 import otava.analysis as otava
-import ruptures
 from asv._stats import get_weight
 from asv_runner.statistics import compute_stats
+
+from tracker.perf.changepoints import candidates
 
 COMMITS, AT, PER_COMMIT = 60, 30, 5
 STEPS = (0.0, 0.02, 0.05, 0.10, 0.20, 0.50)
@@ -86,18 +86,8 @@ def asv_weighted_points(values: list[float], samples: Samples) -> list[int]:
     return boundaries(asv_steps.detect_steps(values, weights))
 
 
-def bic_penalty(values: list[float]) -> float:
-    """2 ln(n) sigma^2, sigma from the median absolute deviation of the first differences."""
-    differences = np.diff(values)
-    mad = float(np.median(np.abs(differences - np.median(differences))))
-    sigma = 1.4826 * mad / math.sqrt(2)
-    return 2 * math.log(len(values)) * max(sigma**2, 1e-12)
-
-
-def ruptures_points(values: list[float], _: Samples) -> list[int]:
-    signal = np.asarray(values, dtype=float).reshape(-1, 1)
-    found = ruptures.KernelCPD(kernel="linear", min_size=2).fit(signal).predict(pen=bic_penalty(values))
-    return [int(point) for point in found[:-1]]
+def ruptures_points(_: list[float], samples: Samples) -> list[int]:
+    return candidates(samples)
 
 
 DETECTORS: dict[str, Detector] = {

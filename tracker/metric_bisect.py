@@ -30,7 +30,7 @@ from tracker.core.records import CommitInfo
 from tracker.core.verdicts import Verdict
 from tracker.core.verification import Verification, VerificationStatus
 from tracker.measure import Prober
-from tracker.metric_samples import Sampler, Untestable
+from tracker.metric_samples import NoSamples, Sampler
 from tracker.perf.cases import CaseCalls, Samples, fewest, judge_cases
 from tracker.perf.rank import Call, Effect
 from tracker.perf.sampling import SamplingRule
@@ -200,7 +200,7 @@ class MetricBisection:
         good_index, bad_index = (len(shas) - 1, 0) if find_fix else (0, len(shas) - 1)
         self._good_sha, self._good_tree = shas[good_index], trees[good_index]
         first = self.sampler.draw(self._good_sha, self._good_tree, self.question.rule.first)
-        if isinstance(first, Untestable):
+        if isinstance(first, NoSamples):
             raise UsageError(f"the good end {good[:12]} cannot be measured: {first.reason}; pass another --good")
         self._good_samples: Samples = first
         kept: dict[int, Samples] = {}
@@ -245,10 +245,10 @@ class MetricBisection:
         rule, wanted = self.question.rule, self.question.rule.first
         while True:
             samples = self.sampler.draw(sha, tree, wanted)
-            if isinstance(samples, Untestable):
+            if isinstance(samples, NoSamples):
                 return MetricStep(sha, Verdict.SKIP, None, 0, None, samples.reason), None
             good = self.sampler.draw(self._good_sha, self._good_tree, wanted)
-            if not isinstance(good, Untestable):
+            if not isinstance(good, NoSamples):
                 self._good_samples = good
             calls = self.question.judge(self._good_samples, samples)
             have = min(fewest(samples), fewest(self._good_samples))

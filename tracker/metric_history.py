@@ -14,9 +14,9 @@ import math
 from collections.abc import Sequence
 
 from tracker.core.metrics import Metric
-from tracker.core.results import MetricChange, SeriesNoise
+from tracker.core.results import ChangePoint, SeriesNoise
 from tracker.measure import Prober
-from tracker.metric_samples import Sampler, Untestable
+from tracker.metric_samples import NoSamples, Sampler
 from tracker.perf.changepoints import candidates, noise
 from tracker.perf.rank import Call, compare
 from tracker.perf.sampling import SamplingRule
@@ -30,14 +30,14 @@ Revision = tuple[str, str]
 
 def metric_history(
     prober: Prober, measured: Sequence[Revision], rule: SamplingRule | None = None
-) -> tuple[list[MetricChange], list[SeriesNoise]]:
+) -> tuple[list[ChangePoint], list[SeriesNoise]]:
     """The steps and the noise of each metric of ``prober``'s probe, case by case, along
     ``measured``, oldest first. A revision whose probe did not pass is left out of the series."""
     changes, noises = [], []
     for metric in prober.probe.metrics:
         sampler = Sampler(prober, metric.name)
         stored = {r: sampler.stored(r[1]) for r in measured}
-        passed = {r: values for r, values in stored.items() if not isinstance(values, Untestable)}
+        passed = {r: values for r, values in stored.items() if not isinstance(values, NoSamples)}
         for case in prober.case_ids:
             series = [r for r in measured if r in passed and passed[r][case]]
             points = [list(passed[r][case]) for r in series]
@@ -52,12 +52,12 @@ def metric_history(
 
 def _confirmed(
     sampler: Sampler, metric: Metric, case: str, before: Revision, after: Revision, rule: SamplingRule
-) -> MetricChange | None:
+) -> ChangePoint | None:
     """The step from ``before`` to ``after``, where the rank test shows one either way."""
     wanted = rule.first
     while True:
         old, new = sampler.draw(*before, wanted), sampler.draw(*after, wanted)
-        if isinstance(old, Untestable) or isinstance(new, Untestable):
+        if isinstance(old, NoSamples) or isinstance(new, NoSamples):
             return None
         a, b = list(old[case]), list(new[case])
         options = dict(threshold=THRESHOLD, confidence=CONFIDENCE, direction=metric.direction)
@@ -65,7 +65,7 @@ def _confirmed(
         if Call.SLOWER in (slower.call, faster.call):
             way = "slower" if slower.call is Call.SLOWER else "faster"
             e = slower.effect
-            return MetricChange(
+            return ChangePoint(
                 sampler.prober.probe.name,
                 metric.name,
                 case,

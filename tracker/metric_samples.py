@@ -19,7 +19,7 @@ from tracker.perf.cases import Samples, fewest
 
 
 @dataclass(frozen=True)
-class Untestable:
+class NoSamples:
     """A revision whose probe did not pass, so its samples say nothing."""
 
     reason: str
@@ -36,7 +36,7 @@ class Sampler:
         """Executions that were stored before this sampler first looked at their tree."""
         self._seen: set[str] = set()
 
-    def stored(self, tree: str) -> Samples | Untestable:
+    def stored(self, tree: str) -> Samples | NoSamples:
         pooled: dict[str, list[float]] = {case: [] for case in self.prober.case_ids}
         for attempt in self.prober.attempts(tree):
             if not attempt.complete(self.prober.case_ids):
@@ -45,19 +45,19 @@ class Sampler:
                 if case not in pooled:
                     continue
                 if run.outcome is not Outcome.PASS:
-                    return Untestable(f"{case}: {run.outcome.value} ({run.signature or 'no signature'})")
+                    return NoSamples(f"{case}: {run.outcome.value} ({run.signature or 'no signature'})")
                 if values := run.samples.get(self.metric):
                     pooled[case].append(median(values))
         return pooled
 
-    def draw(self, sha: str, tree: str, at_least: int) -> Samples | Untestable:
+    def draw(self, sha: str, tree: str, at_least: int) -> Samples | NoSamples:
         """At least ``at_least`` values a case (fewer only where a new attempt adds none)."""
         while True:
             samples = self.stored(tree)
-            if tree not in self._seen and not isinstance(samples, Untestable):
+            if tree not in self._seen and not isinstance(samples, NoSamples):
                 self._seen.add(tree)
                 self.reused += fewest(samples)
-            if isinstance(samples, Untestable) or fewest(samples) >= at_least:
+            if isinstance(samples, NoSamples) or fewest(samples) >= at_least:
                 return samples
             before = self.prober.executions
             self.prober.measure(sha, tree, rerun=fewest(samples) > 0)

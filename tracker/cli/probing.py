@@ -21,7 +21,7 @@ import tracker.bisecting as bisecting
 import tracker.metric_bisect as metric_bisect
 import tracker.probing as api
 from tracker.bisect_options import BisectOptions
-from tracker.cli import progress, render
+from tracker.cli import progress, render, render_perf
 from tracker.cli.app import (
     F,
     emit_json,
@@ -247,7 +247,7 @@ def _bisect_metric(
     if as_json:
         emit_json(report.to_json())
     else:
-        out.print(render.metric_bisect_summary(report))
+        out.print(render_perf.metric_bisect_summary(report))
     sys.exit(report.exit_status)
 
 

@@ -14,7 +14,7 @@ from tracker.core.verification import Verification
 
 
 @dataclass(frozen=True)
-class MetricChange:
+class ChangePoint:
     """A step in one case's series of one metric: at ``sha`` (the first measured revision of the
     new level) since ``previous`` (the last one of the old), ``way`` "slower" or "faster", the
     change from ``previous``'s executions to ``sha``'s (+0.12: 12 % slower) with its interval, and
@@ -51,7 +51,7 @@ class ProbeScan:
     states: list[State | None]
     transitions: list[TransitionRecord] = field(default_factory=list)
     stretches: list[StretchRecord] = field(default_factory=list)
-    changes: list[MetricChange] = field(default_factory=list)
+    changes: list[ChangePoint] = field(default_factory=list)
     """A metric probe's steps, each confirmed by the rank test (``tracker.perf.changepoints``)."""
     noise: list[SeriesNoise] = field(default_factory=list)
 
