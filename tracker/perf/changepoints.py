@@ -6,10 +6,11 @@ under a penalty fixed before looking for a step, ``2 ln(n) sigma^2`` (BIC for a 
 parameters a change), ``sigma`` the noise read from the series' first differences (their MAD /
 sqrt 2, which a step moves only once). ``scripts/changepoint_compare.py`` chose it over Apache
 Otava's E-divisive and asv's ``step_detect`` on the same series: it finds 5-10 % steps as often as
-Otava (0.80 / 0.97 at 5 % noise, against 0.78 / 0.97; asv 0.05 / 0.88), is the fastest (0.21 s on
-7,000 commits), and needs only numpy and scipy, where Otava pins numpy 2.2 and scipy below what
-regtrack installs, and brings BigQuery and Slack clients. Its cost is false candidates (0.15-0.23
-a 60-point series without a step): a candidate is only that until the rank test confirms it
+Otava (0.78 / 0.97 of series at 5 % noise, Otava the same; asv 0.05 / 0.88), is as fast (0.22 s
+on 7,000 commits), and needs only numpy and scipy, where Otava pins numpy 2.2 and scipy below what
+regtrack installs, and brings BigQuery and Slack clients. Its cost is false candidates (0.25-0.35
+a 60-point series without a step, with segments of one point allowed so that a slowdown fixed at
+the next revision is seen): a candidate is only that until the rank test confirms it
 (``tracker.metric_history``).
 """
 
