@@ -5,6 +5,8 @@ a step ambiguous at the rule's bound hides the culprit among candidates; bad inp
 from __future__ import annotations
 
 import json
+import math
+import random
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +20,8 @@ from test_targets import mylib, mylib_repo, mylib_store
 
 from tracker.core.metrics import Direction
 from tracker.metric_bisect import parse_threshold
-from tracker.perf.cases import judge_cases
-from tracker.perf.rank import Call
+from tracker.perf.cases import judge_cases, margin_of
+from tracker.perf.rank import Call, Effect
 
 NOISE = """\
 import json, math, os, random, sys
@@ -189,3 +191,17 @@ def test_the_demo_historys_planted_slowdown_is_the_culprit_and_its_fix_the_step_
     assert found["culprit_effect"]["change_low"] > 0
     code, fixed = bisect(path, "--metric", spec, "--threshold", "30%", "--find-fix", "--bad", slow, "--good", fix)
     assert (code, fixed["culprit"]) == (1, fix), fixed
+
+
+def test_with_the_bisects_margin_a_revision_at_the_good_level_is_not_slower_amid_noise() -> None:
+    """At 10 % noise, 12 values a side cannot show a 3 % change to be within 5 %, but can show it
+    within half a 50 % step: between the ends, the revision sits at the good one."""
+    draw = random.Random(7)
+    good = {"a": [100 * math.exp(draw.gauss(0, 0.1)) for _ in range(12)]}
+    same = {"a": [v * 1.03 for v in reversed(good["a"])]}
+    assert judge_cases(good, same, threshold=0.05, confidence=0.99).call is Call.UNCLEAR
+    margin = margin_of(Effect(0.5, 0.4, 0.6))
+    assert 0.15 < margin < 0.2
+    assert judge_cases(good, same, threshold=0.05, confidence=0.99, margin=margin).call is Call.NOT_SLOWER
+    slow = {"a": [v * 1.5 for v in same["a"]]}
+    assert judge_cases(good, slow, threshold=0.05, confidence=0.99, margin=margin).call is Call.SLOWER

@@ -5,15 +5,23 @@ Each case (a batch shape, say) is compared on its own samples (``tracker.perf.ra
 case is tested at a confidence raised for the number of cases (Bonferroni), so that a revision no
 slower anywhere is called slower in at most ``1 - confidence`` of comparisons however many cases
 the probe has.
+
+A bisect also passes a ``margin``: half the bad end's change (its lower bound, on the log scale).
+A revision not shown slower by more than the threshold but shown slower by less than the margin
+is ``NOT_SLOWER`` too: it sits nearer the good end than the bad one, which is all a search for the
+one step between them asks. Without it, a revision at the good end's level is only "not slower"
+once shown within the threshold, which at 10 % noise and a 5 % threshold takes more executions
+than the sampling rule allows (``scripts/sim_perf_bisect.py``).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from tracker.core.metrics import Direction
-from tracker.perf.rank import Call, RankComparison, compare
+from tracker.perf.rank import Call, Effect, RankComparison, compare
 
 Samples = Mapping[str, Sequence[float]]
 """A metric's samples at one revision, by case id."""
@@ -42,23 +50,34 @@ def judge_cases(
     threshold: float,
     confidence: float,
     direction: Direction = Direction.LOWER_IS_BETTER,
+    margin: float | None = None,
 ) -> CaseCalls:
     """``step`` against ``good``, case by case; both hold the same cases."""
     if not good or set(good) != set(step):
         raise ValueError(f"the step's cases {sorted(step)} are not the good end's {sorted(good)}")
     per_case = 1 - (1 - confidence) / len(good)
-    comparisons = {
-        case: compare(good[case], step[case], threshold=threshold, confidence=per_case, direction=direction)
-        for case in sorted(good)
-    }
+
+    def compared(limit: float) -> dict[str, RankComparison]:
+        return {
+            case: compare(good[case], step[case], threshold=limit, confidence=per_case, direction=direction)
+            for case in sorted(good)
+        }
+
+    comparisons = compared(threshold)
     calls = {comparison.call for comparison in comparisons.values()}
     if Call.SLOWER in calls:
-        call = Call.SLOWER
-    elif calls == {Call.NOT_SLOWER}:
-        call = Call.NOT_SLOWER
-    else:
-        call = Call.UNCLEAR
-    return CaseCalls(call, comparisons)
+        return CaseCalls(Call.SLOWER, comparisons)
+    if calls == {Call.NOT_SLOWER}:
+        return CaseCalls(Call.NOT_SLOWER, comparisons)
+    if margin is not None and margin > threshold:
+        if {comparison.call for comparison in compared(margin).values()} == {Call.NOT_SLOWER}:
+            return CaseCalls(Call.NOT_SLOWER, comparisons)
+    return CaseCalls(Call.UNCLEAR, comparisons)
+
+
+def margin_of(end: Effect) -> float:
+    """Half the bad end's change, from the lower bound of its interval, on the log scale."""
+    return math.sqrt(1 + max(end.low, 0.0)) - 1
 
 
 def fewest(samples: Samples) -> int:
