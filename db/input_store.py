@@ -98,7 +98,17 @@ def _copy_of(
 ) -> Run:
     """A run standing at ``tree_hash`` for ``source``: its outcome, metrics, samples, signature and
     detail, no time of its own."""
-    copied = ("environment_id", "probe_id", "case_id", "settings_key", "dtype", "outcome", "metrics", "samples")
+    copied = (
+        "environment_id",
+        "probe_id",
+        "case_id",
+        "settings_key",
+        "dtype",
+        "outcome",
+        "metrics",
+        "samples",
+        "conditions",
+    )
     return Run(
         **{name: getattr(source, name) for name in (*copied, "signature", "detail", "seed", "input_set_id")},
         commit_id=commit_id,

@@ -20,7 +20,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
-SCHEMA_REVISION = "0007"
+SCHEMA_REVISION = "0008"
 """The migration (``db/migrations/versions``) whose schema these models declare: a database that
 records it is opened without loading Alembic. A new migration moves it, with the models."""
 
@@ -194,6 +194,9 @@ class Run(Base):
     metrics: Mapped[dict[str, Any]]
     samples: Mapped[dict[str, list[float]] | None] = mapped_column(JSON)
     """A metric probe's samples by metric, every one; None for other probes' runs."""
+    conditions: Mapped[dict[str, str] | None] = mapped_column(JSON)
+    """What moved a metric probe's timings as it ran (``tracker.execution.conditions``); None for
+    other probes' runs."""
     signature: Mapped[str | None] = mapped_column(Text)
     detail: Mapped[str] = mapped_column(Text)
     duration_s: Mapped[float] = mapped_column(Float)

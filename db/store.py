@@ -124,6 +124,7 @@ class Store(SessionStore, InputStore, VerificationStore):
         del values["repo_id"], values["sha"]
         values["outcome"] = Outcome(run.outcome).value
         values["samples"] = run.samples or None
+        values["conditions"] = run.conditions or None
         key = CaseKey(run.tree_hash, run.probe_id, run.environment_id, run.settings_key, run.case_id)
         with self._writing() as session:
             if owner is not None:
@@ -352,6 +353,7 @@ def _stored_fields(run: Run, sha: str) -> dict[str, Any]:
         "session_id": run.session_id,
         "detail": run.detail,
         "samples": run.samples or {},
+        "conditions": run.conditions or {},
     }
 
 

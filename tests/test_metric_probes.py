@@ -16,8 +16,10 @@ from demo_histories import DemoHistories
 from gitrepo import GitRepo
 from test_targets import PROJECT_ROOT, mylib, mylib_repo, mylib_store, run_json, write_config
 
+import tracker.execution.conditions as run_conditions
 from probes import ProbeContext, get_probe, run_probe
 from tracker.core.verdicts import Outcome
+from tracker.execution.conditions import conditions
 from tracker.perf.rank import Call, compare
 
 
@@ -160,3 +162,28 @@ def test_the_demo_historys_planted_slowdown_is_slower_by_the_rank_test_and_its_f
     assert planted.call is Call.SLOWER and planted.effect.low > 0.2, planted
     assert compare(slow, fixed).call is Call.NOT_SLOWER
     assert compare(before, fixed, threshold=0.2).call is not Call.SLOWER
+
+
+def test_a_metric_probes_runs_keep_the_conditions_they_ran_in_and_other_runs_none(repo: GitRepo, home: Path) -> None:
+    sha = repo.commit("mylib", {**mylib(100), "timer.py": TIMER})
+    command_config(repo, repeat=3)
+    run_json(sha)
+    with sqlite3.connect(home / "data" / "regtrack.db") as db:
+        [stored] = db.execute("SELECT conditions FROM runs").fetchall()
+    assert (json.loads(stored[0] or "null") or {}) == conditions("cpu")
+    (repo.path / "regtrack.toml").write_text('[targets.lib]\nrepo = "."\n[targets.lib.probes.ok]\ncommand = ["true"]\n')
+    run_json(sha)
+    with sqlite3.connect(home / "data" / "regtrack.db") as db:
+        [(other,)] = db.execute("SELECT conditions FROM runs ORDER BY id DESC LIMIT 1").fetchall()
+    assert json.loads(other or "null") is None
+
+
+def test_the_conditions_tell_the_cpu_governor_where_the_os_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    governor = tmp_path / "scaling_governor"
+    governor.write_text("performance\n")
+    monkeypatch.setattr(run_conditions, "GOVERNOR", governor)
+    assert conditions("cpu") == {"cpu_governor": "performance"}
+    monkeypatch.setattr(run_conditions, "GOVERNOR", tmp_path / "absent")
+    assert conditions("cpu") == {}

@@ -342,6 +342,7 @@ class Prober:
             session_id=session_id,
             input_set_id=input_set_id,
             samples=result.samples,
+            conditions=result.conditions,
         )
 
 

@@ -110,6 +110,8 @@ class RunRecord:
     """What the case read of its revision (``Store.input_set``); None: reused by tree only."""
     samples: dict[str, list[float]] = field(default_factory=dict)
     """A metric probe's samples by metric, every one."""
+    conditions: dict[str, str] = field(default_factory=dict)
+    """What moved a metric probe's timings as it ran: CPU governor, GPU clocks, power limit."""
 
 
 @dataclass(frozen=True)
@@ -144,6 +146,8 @@ class StoredRun:
     """What the probe said beyond its signature: a command's kept output."""
     samples: dict[str, list[float]]
     """A metric probe's samples by metric, every one; empty for other probes."""
+    conditions: dict[str, str]
+    """What moved a metric probe's timings as it ran; empty for other probes."""
 
 
 @dataclass(frozen=True)

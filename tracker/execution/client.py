@@ -130,7 +130,8 @@ class WorkerClient:
         result = reply["result"]
         reads = Reads.from_json(result["reads"]) if result.get("reads") is not None else None
         judged = (Outcome(result["outcome"]), result["metrics"], result["signature"], result["detail"])
-        return JobResult(*judged, result["duration_s"], reads, result.get("samples") or {})
+        measured_in = result.get("conditions") or {}
+        return JobResult(*judged, result["duration_s"], reads, result.get("samples") or {}, measured_in)
 
     def environment(self, device: str, env: Mapping[str, str] | None = None) -> EnvironmentInfo:
         """The stack of a worker started with ``env`` (the variables its jobs will carry)."""

@@ -57,7 +57,7 @@ def environment_told_by_nvidia_smi(device: str, visible_devices: str | None) -> 
     answer either way. A GPU in MIG mode is not told: nvidia-smi names the whole GPU where torch
     names the slice, and results of the whole GPU must not answer for a slice. None then, and
     when nvidia-smi cannot describe that GPU."""
-    fields = _nvidia_smi("name,compute_cap,driver_version,mig.mode.current", _smi_index(device, visible_devices))
+    fields = nvidia_smi("name,compute_cap,driver_version,mig.mode.current", smi_index(device, visible_devices))
     if len(fields) != 4 or fields[3] == "Enabled":
         return None
     name, capability, driver, _ = fields
@@ -71,7 +71,7 @@ def _torch_installed() -> bool:
 def _gpu(device: str) -> tuple[str | None, str | None]:
     """The GPU's name and compute capability: torch's answer where torch is installed, else nvidia-smi's."""
     if not _torch_installed():
-        fields = _nvidia_smi("name,compute_cap", _smi_index(device))
+        fields = nvidia_smi("name,compute_cap", smi_index(device))
         return (fields[0], fields[1]) if len(fields) == 2 else (None, None)
     quiet_torch_import()
     import torch
@@ -117,11 +117,11 @@ def built_cuda(version_file: str) -> str | None:
 
 
 def _nvidia_driver() -> str | None:
-    fields = _nvidia_smi("driver_version")
+    fields = nvidia_smi("driver_version")
     return fields[0] if fields else None
 
 
-def _nvidia_smi(query: str, gpu: str | None = None) -> list[str]:
+def nvidia_smi(query: str, gpu: str | None = None) -> list[str]:
     """The comma-separated fields nvidia-smi reports for ``query`` on its first (or the given) GPU;
     empty when there is no nvidia-smi or no GPU."""
     selected = ["-i", gpu] if gpu is not None else []
@@ -139,7 +139,7 @@ def _nvidia_smi(query: str, gpu: str | None = None) -> list[str]:
     return [field.strip() for field in lines[0].split(",")] if lines else []
 
 
-def _smi_index(device: str, visible_devices: str | None = None) -> str:
+def smi_index(device: str, visible_devices: str | None = None) -> str:
     """nvidia-smi's name for ``device`` (cuda or cuda:N), which counts the GPUs CUDA_VISIBLE_DEVICES
     (``visible_devices``, else this process's) shows."""
     index = int(device.partition(":")[2] or 0)
@@ -164,7 +164,7 @@ def device_error(device: str) -> str | None:
     if not device.startswith("cuda"):
         return None
     if not _torch_installed():
-        if not _nvidia_smi("name", _smi_index(device)):
+        if not nvidia_smi("name", smi_index(device)):
             return (
                 f"--device {device}: nvidia-smi sees no such GPU and torch is not installed; "
                 "run on a GPU machine or pass --device cpu"

@@ -67,6 +67,8 @@ class JobResult:
     """What an in-process case read of its snapshot; None for a command, a crash or a timeout."""
     samples: dict[str, list[float]] = field(default_factory=dict)
     """A metric probe's samples by metric."""
+    conditions: dict[str, str] = field(default_factory=dict)
+    """What moved a metric probe's timings as it ran (``tracker.execution.conditions``)."""
 
 
 def import_probe_modules() -> None:

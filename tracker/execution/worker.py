@@ -51,6 +51,7 @@ from probes.sources import ProbeSpec, resolve
 from tracker.core.errors import UsageError
 from tracker.core.verdicts import Outcome
 from tracker.execution.client import command_environment
+from tracker.execution.conditions import conditions
 from tracker.execution.environment import device_error, environment, quiet_torch_import
 from tracker.execution.protocol import (
     NONCE_ENV,
@@ -131,6 +132,7 @@ def _run(job: Job) -> dict[str, Any]:
             result = _run_in_process(probe, case, ctx)
         [reads] = recorded
     duration = time.perf_counter() - started
+    measured_in = conditions(job.device) if probe.metrics else {}
     sys.stdout.flush()
     sys.stderr.flush()
     return {
@@ -138,6 +140,7 @@ def _run(job: Job) -> dict[str, Any]:
             "outcome": result.outcome.value,
             "metrics": result.metrics,
             "samples": result.samples,
+            "conditions": measured_in,
             "signature": result.signature,
             "detail": result.detail,
             "duration_s": duration,
