@@ -35,8 +35,8 @@ import otava.analysis as otava
 from scipy.stats import ttest_ind
 
 from tracker.core.verdicts import Verdict
-from tracker.perf.cases import judge_cases, margin_of
-from tracker.perf.rank import Call, Effect
+from tracker.perf.cases import CaseCalls, Margin, judge_cases, margin_of
+from tracker.perf.rank import Call
 from tracker.perf.sampling import SamplingRule
 from tracker.search.binary import BinarySearch
 
@@ -54,7 +54,7 @@ class History:
         self.at = draw.randint(1, COMMITS - 1)
         self.step, self.noise, self.draw = step, noise, draw
         self.executions = 0
-        self.end: Effect | None = None
+        self.end: CaseCalls | None = None
         """The bad end's change, once regtrack's judge has measured it."""
 
     def execute(self, commit: int) -> float:
@@ -63,7 +63,7 @@ class History:
         return 100 * level * math.exp(self.draw.gauss(0, self.noise))
 
 
-Judge = Callable[[History, dict[int, list[float]], int, float | None], Verdict]
+Judge = Callable[[History, dict[int, list[float]], int, Margin | None], Verdict]
 
 
 def sampled(history: History, kept: dict[int, list[float]], commit: int, count: int) -> list[float]:
@@ -73,7 +73,7 @@ def sampled(history: History, kept: dict[int, list[float]], commit: int, count: 
     return values
 
 
-def regtrack_judge(history: History, kept: dict[int, list[float]], commit: int, margin: float | None) -> Verdict:
+def regtrack_judge(history: History, kept: dict[int, list[float]], commit: int, margin: Margin | None) -> Verdict:
     """A step as ``tracker.metric_bisect`` judges it, with its parts."""
     rule, wanted = SamplingRule(), SamplingRule().first
     while True:
@@ -81,12 +81,12 @@ def regtrack_judge(history: History, kept: dict[int, list[float]], commit: int, 
         judged = judge_cases({"v": good}, {"v": step}, threshold=THRESHOLD, confidence=CONFIDENCE, margin=margin)
         more = rule.more(min(len(good), len(step)), judged.call)
         if more is None:
-            history.end = history.end or judged.worst[1].effect
+            history.end = history.end or judged
             return {Call.SLOWER: Verdict.BAD, Call.NOT_SLOWER: Verdict.GOOD}.get(judged.call, Verdict.SKIP)
         wanted = more
 
 
-def ttest_judge(history: History, kept: dict[int, list[float]], commit: int, _: float | None) -> Verdict:
+def ttest_judge(history: History, kept: dict[int, list[float]], commit: int, _: Margin | None) -> Verdict:
     good, step = sampled(history, kept, 0, FIXED_SAMPLES), sampled(history, kept, commit, FIXED_SAMPLES)
     p = ttest_ind([math.log(v) for v in step], [math.log(v) for v in good], equal_var=False, alternative="greater")
     return Verdict.BAD if p.pvalue < 0.01 else Verdict.GOOD

@@ -21,7 +21,7 @@ from test_targets import mylib, mylib_repo, mylib_store
 from tracker.core.metrics import Direction
 from tracker.metric_bisect import parse_threshold
 from tracker.perf.cases import judge_cases, margin_of
-from tracker.perf.rank import Call, Effect
+from tracker.perf.rank import Call
 
 NOISE = """\
 import json, math, os, random, sys
@@ -195,13 +195,15 @@ def test_the_demo_historys_planted_slowdown_is_the_culprit_and_its_fix_the_step_
 
 def test_with_the_bisects_margin_a_revision_at_the_good_level_is_not_slower_amid_noise() -> None:
     """At 10 % noise, 12 values a side cannot show a 3 % change to be within 5 %, but can show it
-    within half a 50 % step: between the ends, the revision sits at the good one."""
+    within half the bad end's 50 % step; the case the bad end hardly moved, noisier still, does
+    not hold the revision ambiguous, and a case slower than the threshold still makes it slower."""
     draw = random.Random(7)
-    good = {"a": [100 * math.exp(draw.gauss(0, 0.1)) for _ in range(12)]}
-    same = {"a": [v * 1.03 for v in reversed(good["a"])]}
+    good = {c: [100 * math.exp(draw.gauss(0, 0.1 if c == "a" else 0.4)) for _ in range(12)] for c in "ab"}
+    same = {c: [v * 1.03 for v in reversed(values)] for c, values in good.items()}
+    bad_end = {"a": [v * 1.5 for v in good["a"]], "b": same["b"]}
     assert judge_cases(good, same, threshold=0.05, confidence=0.99).call is Call.UNCLEAR
-    margin = margin_of(Effect(0.5, 0.4, 0.6))
-    assert 0.15 < margin < 0.2
+    margin = margin_of(judge_cases(good, bad_end, threshold=0.05, confidence=0.99))
+    assert margin.case == "a" and 0.1 < margin.limit < 0.25
     assert judge_cases(good, same, threshold=0.05, confidence=0.99, margin=margin).call is Call.NOT_SLOWER
-    slow = {"a": [v * 1.5 for v in same["a"]]}
+    slow = {"a": same["a"], "b": [v * 3 for v in same["b"]]}
     assert judge_cases(good, slow, threshold=0.05, confidence=0.99, margin=margin).call is Call.SLOWER

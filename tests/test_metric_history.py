@@ -89,5 +89,5 @@ def test_the_demo_historys_planted_slowdown_is_a_step_of_a_scan(
     path, manifest = demo_histories.shared(60)
     assert manifest.slowdown is not None
     report = scan(path, "--probe", manifest.slowdown.probe)
-    steps = {(c["sha"], c["way"]) for c in report["change_points"] if c["metric"] == manifest.slowdown.metric}
-    assert (manifest.slowdown.commit, "slower") in steps, report["change_points"]
+    steps = {(c["sha"], c["way"]) for c in report["change_points"]}  # any metric: it slows both replays
+    assert (manifest.slowdown.commit, "slower") in steps, (report["change_points"], report["noise"])

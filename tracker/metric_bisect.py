@@ -31,7 +31,7 @@ from tracker.core.verdicts import Verdict
 from tracker.core.verification import Verification, VerificationStatus
 from tracker.measure import Prober
 from tracker.metric_samples import NoSamples, Sampler
-from tracker.perf.cases import CaseCalls, Samples, fewest, judge_cases, margin_of
+from tracker.perf.cases import CaseCalls, Margin, Samples, fewest, judge_cases, margin_of
 from tracker.perf.rank import Call, Effect
 from tracker.perf.sampling import SamplingRule
 from tracker.probing import DEFAULT_EXECUTION, QUIET, Selection, Watch, subjects
@@ -71,7 +71,7 @@ class MetricQuestion:
     confidence: float = DEFAULT_CONFIDENCE
     rule: SamplingRule = field(default_factory=SamplingRule)
 
-    def judge(self, good: Samples, step: Samples, margin: float | None = None) -> CaseCalls:
+    def judge(self, good: Samples, step: Samples, margin: Margin | None = None) -> CaseCalls:
         return judge_cases(
             good,
             step,
@@ -179,7 +179,7 @@ class MetricBisection:
     def __init__(self, prober: Prober, question: MetricQuestion, told: StepTold | None = None) -> None:
         self.prober, self.question, self.told = prober, question, told
         self.sampler = Sampler(prober, question.metric.name)
-        self._margin: float | None = None
+        self._margin: Margin | None = None
         """Half the bad end's change, once it is measured (``tracker.perf.cases``)."""
 
     def run(self, good_rev: str, bad_rev: str, find_fix: bool = False, verify: bool = True) -> MetricBisectReport:
@@ -222,8 +222,7 @@ class MetricBisection:
         if end.verdict is not Verdict.BAD:
             report.no_regression = True
             return report
-        assert end.effect is not None, "a bad end was measured"
-        self._margin = margin_of(end.effect)
+        self._margin = margin_of(self.question.judge(self._good_samples, kept[bad_index]))
         search = BinarySearch(len(shas))
         search.record(0, Verdict.GOOD)
         search.record(len(shas) - 1, Verdict.BAD)

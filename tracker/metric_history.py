@@ -1,11 +1,15 @@
 """A metric probe's history along a scan: each metric's series per case over the revisions the
 scan measured, its steps and its noise.
 
-A step is a candidate of ruptures' PELT (``tracker.perf.changepoints``) confirmed as a bisect
-step is judged: the first revision of the new level against the last of the old, by the rank
-test on their executions' values (``tracker.metric_samples``), with more executions drawn at both
-while the answer is unclear, up to the sampling rule's bound. Only a change beyond the threshold
-at the confidence, either way, is kept: a change within the noise is never a step.
+Each measured revision first gets the sampling rule's first executions (6), so that a point of
+the series is the median of six processes' values: on a loaded CPU machine one process's value
+alone moves by up to 2x, and PELT then proposes no step where a scan of one execution a revision
+had shown the demo's planted slowdown. A step is a candidate of ruptures' PELT
+(``tracker.perf.changepoints``) confirmed as a bisect step is judged: the first revision of the
+new level against the last of the old, by the rank test on their executions' values
+(``tracker.metric_samples``), with more executions drawn at both while the answer is unclear, up
+to the sampling rule's bound. Only a change beyond the threshold at the confidence, either way,
+is kept: a change within the noise is never a step.
 """
 
 from __future__ import annotations
@@ -33,7 +37,11 @@ def metric_history(
 ) -> tuple[list[ChangePoint], list[SeriesNoise]]:
     """The steps and the noise of each metric of ``prober``'s probe, case by case, along
     ``measured``, oldest first. A revision whose probe did not pass is left out of the series."""
+    rule = rule or SamplingRule()
     changes, noises = [], []
+    every_metric = Sampler(prober, prober.probe.metrics[0].name)
+    for sha, tree in measured:
+        every_metric.draw(sha, tree, rule.first)
     for metric in prober.probe.metrics:
         sampler = Sampler(prober, metric.name)
         stored = {r: sampler.stored(r[1]) for r in measured}
@@ -44,7 +52,7 @@ def metric_history(
             if len(points) >= 3 and not math.isnan(sigma := noise(points)):
                 noises.append(SeriesNoise(prober.probe.name, metric.name, case, sigma, len(points)))
             for index in candidates(points):
-                found = _confirmed(sampler, metric, case, series[index - 1], series[index], rule or SamplingRule())
+                found = _confirmed(sampler, metric, case, series[index - 1], series[index], rule)
                 if found is not None:
                     changes.append(found)
     return changes, noises

@@ -6,12 +6,15 @@ case is tested at a confidence raised for the number of cases (Bonferroni), so t
 slower anywhere is called slower in at most ``1 - confidence`` of comparisons however many cases
 the probe has.
 
-A bisect also passes a ``margin``: half the bad end's change (its lower bound, on the log scale).
-A revision not shown slower by more than the threshold but shown slower by less than the margin
-is ``NOT_SLOWER`` too: it sits nearer the good end than the bad one, which is all a search for the
-one step between them asks. Without it, a revision at the good end's level is only "not slower"
-once shown within the threshold, which at 10 % noise and a 5 % threshold takes more executions
-than the sampling rule allows (``scripts/sim_perf_bisect.py``).
+A bisect also passes a ``margin``: half the bad end's change (its lower bound, on the log scale)
+in the case the bad end slowed most. A revision that no case shows slower by more than the
+threshold, and whose most-slowed case is shown slower by less than the margin, is ``NOT_SLOWER``
+too: it sits nearer the good end than the bad one, which is all a search for the one step between
+them asks, and the case the step moved most is the one that tells. Without it, a revision at the
+good end's level is only "not slower" once every case is shown within the threshold, which at
+10 % noise and a 5 % threshold takes more executions than the sampling rule allows
+(``scripts/sim_perf_bisect.py``), and a noisy case the step hardly moved would hold every
+revision ambiguous.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from tracker.core.metrics import Direction
-from tracker.perf.rank import Call, Effect, RankComparison, compare
+from tracker.perf.rank import Call, RankComparison, compare
 
 Samples = Mapping[str, Sequence[float]]
 """A metric's samples at one revision, by case id."""
@@ -50,34 +53,41 @@ def judge_cases(
     threshold: float,
     confidence: float,
     direction: Direction = Direction.LOWER_IS_BETTER,
-    margin: float | None = None,
+    margin: Margin | None = None,
 ) -> CaseCalls:
     """``step`` against ``good``, case by case; both hold the same cases."""
     if not good or set(good) != set(step):
         raise ValueError(f"the step's cases {sorted(step)} are not the good end's {sorted(good)}")
     per_case = 1 - (1 - confidence) / len(good)
 
-    def compared(limit: float) -> dict[str, RankComparison]:
-        return {
-            case: compare(good[case], step[case], threshold=limit, confidence=per_case, direction=direction)
-            for case in sorted(good)
-        }
+    def compared(case: str, limit: float) -> RankComparison:
+        return compare(good[case], step[case], threshold=limit, confidence=per_case, direction=direction)
 
-    comparisons = compared(threshold)
+    comparisons = {case: compared(case, threshold) for case in sorted(good)}
     calls = {comparison.call for comparison in comparisons.values()}
     if Call.SLOWER in calls:
         return CaseCalls(Call.SLOWER, comparisons)
     if calls == {Call.NOT_SLOWER}:
         return CaseCalls(Call.NOT_SLOWER, comparisons)
-    if margin is not None and margin > threshold:
-        if {comparison.call for comparison in compared(margin).values()} == {Call.NOT_SLOWER}:
+    if margin is not None and margin.limit > threshold and margin.case in good:
+        if compared(margin.case, margin.limit).call is Call.NOT_SLOWER:
             return CaseCalls(Call.NOT_SLOWER, comparisons)
     return CaseCalls(Call.UNCLEAR, comparisons)
 
 
-def margin_of(end: Effect) -> float:
-    """Half the bad end's change, from the lower bound of its interval, on the log scale."""
-    return math.sqrt(1 + max(end.low, 0.0)) - 1
+@dataclass(frozen=True)
+class Margin:
+    """Half the bad end's change in ``case``, the case it slowed most, as a fraction."""
+
+    case: str
+    limit: float
+
+
+def margin_of(end: CaseCalls) -> Margin:
+    """The margin of a bad end judged against the good end: from the lower bound of its most-slowed
+    case's interval, halved on the log scale."""
+    case, comparison = end.worst
+    return Margin(case, math.sqrt(1 + max(comparison.effect.low, 0.0)) - 1)
 
 
 def fewest(samples: Samples) -> int:
