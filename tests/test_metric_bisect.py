@@ -177,20 +177,24 @@ def test_a_faster_throughput_is_not_slower() -> None:
 def test_the_demo_historys_planted_slowdown_is_the_culprit_and_its_fix_the_step_back(
     demo_histories: DemoHistories, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """On the CPU, where one process's timings differ from another's by up to 2x, at a 30 %
-    threshold: the demo's slowdown is over 50 % in both cases."""
+    """At a 30 % threshold, over the commits around the slowdown, so that both searches judge their
+    ends only: on a loaded CI machine one process's demo timing moves by up to 2x, and a revision
+    at the good level, a step between the ends or the check by revert, may stay unclear at 5 %
+    (ambiguous: candidates, or an untestable check, as it should). The search between ends is the
+    synthetic histories' to test."""
     monkeypatch.setenv("REGTRACK_HOME", str(tmp_path / "home"))
     path = tmp_path / "demo"
     manifest = demo_histories.copy(60, path)
     assert manifest.slowdown is not None
     spec = f"{manifest.slowdown.probe}:{manifest.slowdown.metric}"
     slow, fix = manifest.slowdown.commit, manifest.slowdown.fix
-    code, found = bisect(path, "--metric", spec, "--threshold", "30%", "--good", f"{slow}~4", "--bad", f"{fix}~1")
+    code, found = bisect(path, "--metric", spec, "--threshold", "30%", "--good", f"{slow}~1", "--bad", f"{fix}~1")
     assert (code, found["culprit"]) == (1, slow), found
     assert found["verification"]["status"] == "confirmed", found
-    assert found["culprit_effect"]["change_low"] > 0
+    assert found["culprit_effect"]["change_low"] > 0.05
     code, fixed = bisect(path, "--metric", spec, "--threshold", "30%", "--find-fix", "--bad", slow, "--good", fix)
     assert (code, fixed["culprit"]) == (1, fix), fixed
+    assert fixed["culprit_effect"]["change_high"] < -0.05
 
 
 def test_with_the_bisects_margin_a_revision_at_the_good_level_is_not_slower_amid_noise() -> None:
